@@ -1,0 +1,131 @@
+"""Hyperparameters of Kalman-Guided Prompt Selection."""
+
+import math
+from dataclasses import dataclass, field
+
+
+UTILITIES = ("posterior", "point")
+
+
+@dataclass
+class KGPSConfig:
+    r"""
+    Configuration of [`KGPSSelector`]: the paper's hyperparameters and its ablations.
+
+    Defaults are the paper's (App. B): `gamma=0.1`, `initial_variance=1.0`, one warmup epoch and a five-point
+    Gauss–Hermite posterior-expected utility. Every field name is distinct from `trl.GRPOConfig`'s, so both parse
+    together: `TrlParser((GRPOConfig, KGPSConfig))`.
+
+    Symbols, as in the paper:
+
+    - process noise, added to every prompt's logit variance after each selection round:
+      \\(Q_t = \gamma \sum_{\text{steps}} \lVert \theta_s - \theta_{s-1} \rVert_2^{p}\\), with \\(p\\) =
+      `process_noise_power`, or \\(Q_t\\) = `fixed_process_noise` when that is set;
+    - prior of a prompt before its first observation, and after its warmup observation: variance
+      \\(P_0\\) = `initial_variance`;
+    - utility of a prompt: \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[\sigma(\psi)(1 - \sigma(\psi))]\\) by
+      `quadrature_points`-point Gauss–Hermite (`utility="posterior"`), or \\(\sigma(m)(1 - \sigma(m))\\)
+      (`utility="point"`).
+    """
+
+    gamma: float = field(
+        default=0.1,
+        metadata={
+            "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 ** process_noise_power is "
+            "added to every prompt's logit variance after each policy update (paper App. B: 0.1)."
+        },
+    )
+    initial_variance: float = field(
+        default=1.0,
+        metadata={
+            "help": "Initial logit variance P0 of every prompt, set again when its warmup observation arrives "
+            "(paper App. B: 1.0)."
+        },
+    )
+    warmup_epochs: int = field(
+        default=1,
+        metadata={
+            "help": "Epochs of uniform prompt sampling that initialise each prompt's logit mean before KGPS starts "
+            "selecting (prompt-selection warmup, unrelated to learning-rate warmup). 0 is the paper's 'w/o warmup' "
+            "ablation: every prompt starts at mean 0, variance initial_variance."
+        },
+    )
+    process_noise_power: float = field(
+        default=1.0,
+        metadata={
+            "help": "Power p of the parameter-update norm in Q = gamma * ||dtheta||^p. 1 is the method section and "
+            "Algorithm 1; 2 is the ablation table's gamma * ||dtheta||^2."
+        },
+    )
+    fixed_process_noise: float | None = field(
+        default=None,
+        metadata={
+            "help": "If set, Q takes this constant value every round, whatever the policy update was: the paper's "
+            "'fixed Q' ablation. Leave unset for the update-coupled Q."
+        },
+    )
+    utility: str = field(
+        default="posterior",
+        metadata={
+            "help": "How a prompt is scored: 'posterior' is the posterior expectation of p(1-p) (the paper's "
+            "method); 'point' scores the posterior mean only, p(1-p) at p = sigmoid(m) (the paper's 'point "
+            "estimate' ablation).",
+            "choices": list(UTILITIES),
+        },
+    )
+    quadrature_points: int = field(
+        default=5,
+        metadata={
+            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5). Ignored when "
+            "utility='point'."
+        },
+    )
+
+    def __post_init__(self):
+        _check_real("gamma", self.gamma, minimum=0.0, fix="use a non-negative value such as the paper's 0.1")
+        _check_real(
+            "initial_variance",
+            self.initial_variance,
+            minimum=0.0,
+            strict=True,
+            fix="use a positive logit variance such as the paper's 1.0",
+        )
+        _check_int("warmup_epochs", self.warmup_epochs, minimum=0, fix="use 1 (the paper) or 0 (no warmup)")
+        _check_real(
+            "process_noise_power",
+            self.process_noise_power,
+            minimum=0.0,
+            strict=True,
+            fix="use 1 (the paper's method) or 2 (its ablation table)",
+        )
+        if self.fixed_process_noise is not None:
+            _check_real(
+                "fixed_process_noise",
+                self.fixed_process_noise,
+                minimum=0.0,
+                fix="use a non-negative logit variance per round, or None for the update-coupled Q",
+            )
+        if self.utility not in UTILITIES:
+            raise ValueError(
+                f"utility must be one of {UTILITIES}, got {self.utility!r}. Use 'posterior' (the paper's method) or "
+                "'point' (its point-estimate ablation)."
+            )
+        _check_int(
+            "quadrature_points",
+            self.quadrature_points,
+            minimum=2,
+            fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
+        )
+
+
+def _check_real(name: str, value, *, minimum: float, fix: str, strict: bool = False) -> None:
+    is_real = isinstance(value, (int, float)) and not isinstance(value, bool)
+    too_small = is_real and (value <= minimum if strict else value < minimum)
+    if not is_real or not math.isfinite(value) or too_small:
+        bound = f"> {minimum}" if strict else f">= {minimum}"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}: {fix}.")
+
+
+def _check_int(name: str, value, *, minimum: int, fix: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}: {fix}.")

@@ -1,0 +1,140 @@
+r"""
+Exact top-B of the prompt utilities without scoring every prompt every round.
+
+Every round adds the same process noise to all variances, so every score moves and the textbook selection
+rescores all `N` prompts. It need not: a score can rise by at most `L * dc` when the shared variance offset
+grows by `dc` (`L = 1/16` for the Gauss–Hermite utility, see `_utility`). `UtilityRanking` keeps, for every
+prompt, an upper bound `U_i` valid at the reference offset `c_ref`, so that at any later offset `c`
+
+    A_i(c) <= U_i + L * (c - c_ref) + slack.
+
+A round then (1) takes a threshold `tau` no larger than the true B-th best score, from the exact scores of a
+small pool of last round's leaders, (2) keeps as candidates the prompts whose bound reaches `tau` — one
+vectorised comparison over `U`, 4 bytes a prompt — and (3) scores the candidates exactly. Every prompt that
+scores at least the B-th best is a candidate, so the result is exactly the full top-B, ties included. Prompts
+whose belief changes get their bound recomputed at once; the bounds are recomputed in full when the candidates
+that a fresh bound would have pruned add up to `N` (a ski-rental rule: at most twice the optimal refresh cost).
+"""
+
+import numpy as np
+
+from ._utility import Utility
+
+
+# Covers float32 rounding of the utility (values <= 0.25, a few ulps of 1.5e-8) with a wide margin.
+_SLACK = 1e-5
+
+
+class UtilityRanking:
+    """
+    Selects the `B` prompts of largest utility, exactly, with ties broken by a seeded generator.
+
+    Args:
+        utility (`Utility`): the score \\(A(m, P)\\).
+    """
+
+    def __init__(self, utility: Utility):
+        self._utility = utility
+        self._bound: np.ndarray | None = None  # U, float32 of shape (N,)
+        self._bound_offset = 0.0  # c_ref
+        self._pool = np.empty(0, dtype=np.int64)  # last round's leaders, ascending
+        self._wasted = 0
+
+    def invalidate(self) -> None:
+        """Forget the bounds: the next `select` rescores every prompt."""
+        self._bound = None
+        self._pool = np.empty(0, dtype=np.int64)
+
+    def shift_offset(self, shift: float) -> None:
+        """The owner moved `shift` from the shared offset into every stored variance."""
+        self._bound_offset -= shift
+
+    def refresh(self, mean: np.ndarray, variance: np.ndarray, offset: float) -> np.ndarray:
+        """Rescores every prompt exactly and returns the scores (float32 of shape `(N,)`, not a copy)."""
+        self._bound = self._utility(mean, variance, offset)
+        self._bound_offset = offset
+        self._wasted = 0
+        return self._bound
+
+    def on_update(self, indices: np.ndarray, mean: np.ndarray, variance: np.ndarray, offset: float) -> None:
+        """Keeps the bounds of prompts whose `(m, P)` just changed valid: `U_i = A_i(c) - L (c - c_ref)`."""
+        if self._bound is None or indices.size == 0:
+            return
+        exact = self._utility(mean[indices], variance[indices], offset).astype(np.float64)
+        self._bound[indices] = exact - self._utility.lipschitz_in_variance * (offset - self._bound_offset)
+
+    def select(
+        self,
+        mean: np.ndarray,
+        variance: np.ndarray,
+        offset: float,
+        batch_size: int,
+        excluded: np.ndarray,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """
+        Args:
+            mean, variance (`np.ndarray` of shape `(N,)`, float32): the beliefs, variance before `offset`.
+            offset (`float`): the shared variance offset `c`.
+            batch_size (`int`): `B`, at most `N - len(excluded)` (checked by the caller).
+            excluded (`np.ndarray` of int64): distinct indices that may not be selected.
+            rng (`np.random.Generator`): breaks ties.
+
+        Returns:
+            `np.ndarray` of shape `(B,)`, int64: indices by decreasing score, equal scores in random order.
+        """
+        pool = self._pool[~np.isin(self._pool, excluded)]
+        fresh = self._bound is None or pool.size < batch_size
+        if fresh:
+            self.refresh(mean, variance, offset)
+        bound = self._bound
+        saved = bound[excluded]
+        bound[excluded] = -np.inf
+        try:
+            if fresh:
+                margin = 0.0
+                tau = np.partition(bound, bound.size - batch_size)[bound.size - batch_size]
+            else:
+                margin = self._utility.lipschitz_in_variance * (offset - self._bound_offset) + _SLACK
+                tau = _kth_largest(self._utility(mean[pool], variance[pool], offset), batch_size)
+            candidates = np.flatnonzero(bound >= tau - margin)
+        finally:
+            bound[excluded] = saved
+        scores = bound[candidates] if fresh else self._utility(mean[candidates], variance[candidates], offset)
+
+        v_b = _kth_largest(scores, batch_size)
+        if not fresh:
+            self._wasted += int(np.count_nonzero(scores < v_b - _SLACK))
+            if self._wasted >= bound.size:
+                self.invalidate()
+        self._pool = _leaders(candidates, scores, 4 * batch_size + excluded.size)
+        return _top_b(candidates, scores, v_b, batch_size, rng)
+
+
+def _kth_largest(values: np.ndarray, k: int):
+    return np.partition(values, values.size - k)[values.size - k]
+
+
+def _leaders(indices: np.ndarray, scores: np.ndarray, size: int) -> np.ndarray:
+    """The `size` best of `indices` (ascending), which seed the next round's threshold."""
+    if indices.size <= size:
+        return indices
+    return np.sort(indices[np.argpartition(scores, indices.size - size)[indices.size - size :]])
+
+
+def _top_b(indices: np.ndarray, scores: np.ndarray, v_b, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+    """
+    The `batch_size` entries of `indices` with the largest `scores`, where `v_b` is the `batch_size`-th largest
+    score and `indices` is ascending, so that the random choice among the prompts tied at `v_b` never depends on
+    how the candidates were found.
+    """
+    above = scores > v_b
+    tied = indices[scores == v_b]
+    need = batch_size - int(np.count_nonzero(above))
+    chosen = rng.choice(tied, size=need, replace=False)
+    selected = np.concatenate([indices[above], chosen])
+    selected_scores = np.concatenate([scores[above], np.full(need, v_b, dtype=scores.dtype)])
+    # e.g. scores [0.2, 0.1, 0.2] -> shuffled [0.1, 0.2, 0.2] -> stably by decreasing score [0.2, 0.2, 0.1]
+    shuffle = rng.permutation(batch_size)
+    order = np.argsort(-selected_scores[shuffle], kind="stable")
+    return selected[shuffle[order]]

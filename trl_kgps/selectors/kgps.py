@@ -1,0 +1,276 @@
+r"""
+The KGPS estimator: one Kalman filter per prompt over the logit of its success rate, and top-B selection by the
+posterior-expected utility. Framework-free (numpy only) and vectorised over all prompts.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..config import KGPSConfig
+from ._checks import (
+    as_batch_size,
+    as_delta_norms,
+    as_index_array,
+    as_observations,
+    check_finite_state,
+    check_scalar,
+)
+from ._ranking import UtilityRanking
+from ._utility import Utility
+
+
+STATE_VERSION = 1
+# The shared variance offset is folded into the stored variances once it reaches this, which keeps the float32
+# absolute error of every variance below 2^-25 (3e-8).
+_MAX_VARIANCE_OFFSET = 0.25
+
+ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
+
+
+class KGPSSelector:
+    r"""
+    Kalman-Guided Prompt Selection over a pool of `num_prompts` prompts.
+
+    Each prompt \\(i\\) has a Gaussian belief \\(\psi_i \sim \mathcal{N}(m_i, P_i)\\) over the logit of its success
+    rate \\(\phi_i = \sigma(\psi_i)\\). One selection round is:
+
+    1. `predict(delta_norm)`: \\(P_i \mathrel{+}= Q\\) for every prompt, \\(Q = \gamma \lVert \Delta\theta
+       \rVert_2^p\\) (summed over the optimizer steps since the last round);
+    2. `update(indices, successes, trials)`: the Kalman update of the prompts that were rolled out;
+    3. `select(B)`: the `B` prompts of largest \\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\).
+
+    `initialize(...)` feeds the warmup epoch's observations, which set \\(m_i\\) directly.
+
+    Args:
+        num_prompts (`int`): `N`, the size of the prompt pool; prompts are the integers `0 .. N-1`.
+        config (`KGPSConfig`, *optional*): hyperparameters; the paper's by default.
+        seed (`int`, *optional*, defaults to `0`): seeds the generator that breaks ties between equal scores.
+
+    Attributes:
+        mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\).
+        variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array).
+
+    Repeated indices in one `initialize` or `update` call are pooled: their successes and trials are summed into
+    one observation, as if all those rollouts came from one group. Indices with zero trials leave their prompt
+    unchanged. Every method validates all of its input before it changes any state.
+
+    Example:
+
+    ```python
+    >>> from trl_kgps import KGPSSelector
+    >>> selector = KGPSSelector(num_prompts=1000)
+    >>> selector.initialize(range(1000), successes=[i % 9 for i in range(1000)], trials=[8] * 1000)
+    >>> batch = selector.select(32)
+    >>> selector.predict(delta_norm=0.05)
+    >>> selector.update(batch, successes=[4] * 32, trials=[8] * 32)
+    ```
+    """
+
+    def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0):
+        if isinstance(num_prompts, bool) or not isinstance(num_prompts, (int, np.integer)) or num_prompts <= 0:
+            raise ValueError(
+                f"num_prompts must be a positive integer (the size of the prompt pool), got {num_prompts!r}. Pass "
+                "`len(train_dataset)`."
+            )
+        if config is None:
+            config = KGPSConfig()
+        elif not isinstance(config, KGPSConfig):
+            raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
+        self.num_prompts = int(num_prompts)
+        self.config = config
+        self.seed = seed
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        # m: logit means; P = _variance + _offset: logit variances, the shared _offset making `predict` O(1).
+        self._mean = np.zeros(self.num_prompts, dtype=np.float32)
+        self._variance = np.full(self.num_prompts, config.initial_variance, dtype=np.float32)
+        self._offset = 0.0
+        points = config.quadrature_points if config.utility == "posterior" else None
+        self._utility = Utility(points)
+        self._ranking = UtilityRanking(self._utility)
+
+    @property
+    def mean(self) -> np.ndarray:
+        view = self._mean.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def variance(self) -> np.ndarray:
+        return self._variance + np.float32(self._offset)
+
+    def initialize(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
+        r"""
+        Warmup observations: \\(m_i = \mathrm{logit}(\mathrm{clip}(s_i / k_i, \delta_i, 1 - \delta_i))\\),
+        \\(\delta_i = 1 / (2 k_i)\\), and \\(P_i = P_0\\) for each observed prompt.
+
+        Args:
+            indices (`ArrayLike` of shape `(n,)`): prompt indices.
+            successes (`ArrayLike` of shape `(n,)`): successful rollouts \\(s_i\\) of each.
+            trials (`ArrayLike` of shape `(n,)`): scored rollouts \\(k_i\\) of each (`0`: no observation).
+        """
+        idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
+        self._mean[idx] = _clipped_logit(s, k)
+        self._variance[idx] = self.config.initial_variance - self._offset
+        self._ranking.on_update(idx, self._mean, self._variance, self._offset)
+
+    def predict(self, delta_norm: float | ArrayLike) -> None:
+        r"""
+        The prediction step for every prompt, \\(P_i \mathrel{+}= Q\\), in O(1).
+
+        Args:
+            delta_norm (`float` or `ArrayLike` of shape `(steps,)`):
+                \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over the trainable parameters, or one norm per optimizer
+                step since the last round; their variances add, \\(Q = \gamma \sum_s \lVert \Delta\theta_s
+                \rVert_2^p\\). With `fixed_process_noise` set, \\(Q\\) is that constant and the norms are only checked.
+        """
+        norms = as_delta_norms(delta_norm)
+        self._offset += self.process_noise(norms)
+        if self._offset >= _MAX_VARIANCE_OFFSET:
+            self._variance += np.float32(self._offset)
+            self._ranking.shift_offset(self._offset)
+            self._offset = 0.0
+
+    def process_noise(self, delta_norm: float | ArrayLike) -> float:
+        r"""\\(Q\\) for the given update norm(s), without applying it."""
+        if self.config.fixed_process_noise is not None:
+            as_delta_norms(delta_norm)
+            return float(self.config.fixed_process_noise)
+        norms = as_delta_norms(delta_norm)
+        return float(self.config.gamma * np.sum(norms**self.config.process_noise_power))
+
+    def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
+        r"""
+        The Kalman update of the observed prompts, from the prior \\((m, P)\\) held before this call:
+
+            p~ = clip(sigmoid(m), delta, 1 - delta),        delta = 1 / (2k)
+            R  = 1 / (k p~ (1 - p~))                        observation variance, logit units
+            y  = logit(clip(s / k, delta, 1 - delta)) - m   innovation
+            K  = P / (P + R)
+            m <- m + K y,   P <- (1 - K) P
+
+        Args:
+            indices (`ArrayLike` of shape `(n,)`): prompt indices.
+            successes (`ArrayLike` of shape `(n,)`): successful rollouts \\(s\\) of each.
+            trials (`ArrayLike` of shape `(n,)`): scored rollouts \\(k\\) of each (`0`: no observation).
+        """
+        idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
+        m = self._mean[idx].astype(np.float64)
+        P = self._variance[idx].astype(np.float64) + self._offset
+        delta = 0.5 / k
+        p_tilde = np.clip(_sigmoid(m), delta, 1.0 - delta)
+        R = 1.0 / (k * p_tilde * (1.0 - p_tilde))
+        y = _clipped_logit(s, k) - m
+        K = P / (P + R)
+        self._mean[idx] = m + K * y
+        self._variance[idx] = (1.0 - K) * P - self._offset
+        self._ranking.on_update(idx, self._mean, self._variance, self._offset)
+
+    def scores(self) -> np.ndarray:
+        """
+        The utility of every prompt.
+
+        Returns:
+            `np.ndarray` of shape `(N,)`, float32, in `[0, 0.25]`: the Gauss–Hermite posterior expectation of
+            \\(\sigma(\psi)(1 - \sigma(\psi))\\), or its value at the mean with `utility="point"`.
+        """
+        return self._ranking.refresh(self._mean, self._variance, self._offset).copy()
+
+    def select(self, batch_size: int, exclude: ArrayLike | None = None) -> np.ndarray:
+        """
+        The `batch_size` prompts of largest utility.
+
+        Prompts of equal utility are chosen among, and ordered, by the seeded generator, never by their index.
+
+        Args:
+            batch_size (`int`): `B`.
+            exclude (`ArrayLike`, *optional*): prompts that may not be selected (e.g. still awaiting rewards).
+
+        Returns:
+            `np.ndarray` of shape `(B,)`, int64: distinct prompt indices, by decreasing utility.
+        """
+        excluded = np.unique(as_index_array("exclude", [] if exclude is None else exclude, self.num_prompts))
+        batch_size = as_batch_size(batch_size, self.num_prompts - excluded.size)
+        return self._ranking.select(self._mean, self._variance, self._offset, batch_size, excluded, self._rng)
+
+    def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
+        r"""
+        \\(\sigma(m_i)\\), the predicted success rate.
+
+        Args:
+            indices (`ArrayLike`, *optional*): which prompts; all by default.
+
+        Returns:
+            `np.ndarray` of shape `(n,)` (or `(N,)`), float64, in `(0, 1)`.
+        """
+        if indices is None:
+            return _sigmoid(self._mean.astype(np.float64))
+        idx = as_index_array("indices", indices, self.num_prompts)
+        return _sigmoid(self._mean[idx].astype(np.float64))
+
+    def state_dict(self) -> dict[str, Any]:
+        """
+        Everything needed to continue bit for bit: the beliefs, the variance offset and the generator's state.
+
+        The variance of prompt `i` is `variance_base[i] + variance_offset`; they are saved apart because their
+        float32 sum is not exactly what the filter continues from.
+        """
+        return {
+            "version": STATE_VERSION,
+            "num_prompts": self.num_prompts,
+            "mean": self._mean.copy(),
+            "variance_base": self._variance.copy(),
+            "variance_offset": self._offset,
+            "rng_state": self._rng.bit_generator.state,
+            "config": dataclasses.asdict(self.config),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """
+        Restores a `state_dict()`. Checks it whole first: a state of another version or number of prompts, or a
+        corrupted one, raises `ValueError` and leaves this selector unchanged. The config is this selector's own.
+        """
+        if not isinstance(state, dict):
+            raise ValueError(f"state must be a dict returned by KGPSSelector.state_dict(), got {type(state).__name__}.")
+        missing = {"version", "num_prompts", "mean", "variance_base", "variance_offset", "rng_state"} - state.keys()
+        if missing:
+            raise ValueError(f"state is missing {sorted(missing)}; it was not written by KGPSSelector.state_dict().")
+        if state["version"] != STATE_VERSION:
+            raise ValueError(
+                f"state has version {state['version']!r}, but this trl-kgps reads version {STATE_VERSION}. Load it "
+                "with the trl-kgps release that saved it."
+            )
+        if state["num_prompts"] != self.num_prompts:
+            raise ValueError(
+                f"state is for {state['num_prompts']!r} prompts, but this selector has {self.num_prompts}. Load a "
+                "state saved for the same dataset, or build the selector with the saved number of prompts."
+            )
+        mean = check_finite_state("mean", state["mean"], self.num_prompts)
+        variance = check_finite_state("variance_base", state["variance_base"], self.num_prompts)
+        offset = check_scalar("variance_offset", state["variance_offset"])
+        if not (0.0 <= offset < _MAX_VARIANCE_OFFSET) or (variance + np.float32(offset) < -1e-6).any():
+            raise ValueError("state holds negative variances or an out-of-range variance_offset; it is corrupted.")
+        rng = np.random.Generator(np.random.PCG64())
+        try:
+            rng.bit_generator.state = state["rng_state"]
+        except (TypeError, ValueError, KeyError) as error:
+            raise ValueError(f"state['rng_state'] is not a PCG64 generator state ({error}).") from None
+        self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
+        self._ranking.invalidate()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _clipped_logit(s: np.ndarray, k: np.ndarray) -> np.ndarray:
+    r"""\\(\mathrm{logit}(\mathrm{clip}(s / k, \delta, 1 - \delta))\\) with \\(\delta = 1 / (2k)\\): finite for
+    \\(s = 0\\) and \\(s = k\\), where the paper's \\(\mathrm{logit}(s / k)\\) is not."""
+    delta = 0.5 / k
+    phi_hat = np.clip(s / k, delta, 1.0 - delta)
+    return np.log(phi_hat) - np.log1p(-phi_hat)
