@@ -169,7 +169,7 @@ class KGPSSelector:
         self._ranking.on_update(idx, self._mean, self._variance, self._offset)
 
     def scores(self) -> np.ndarray:
-        """
+        r"""
         The utility of every prompt.
 
         Returns:

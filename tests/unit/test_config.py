@@ -1,0 +1,72 @@
+import dataclasses
+
+import pytest
+
+from trl_kgps import KGPSConfig
+
+
+def test_defaults_are_the_papers():
+    config = KGPSConfig()
+    assert config.gamma == 0.1
+    assert config.initial_variance == 1.0
+    assert config.warmup_epochs == 1
+    assert config.process_noise_power == 1.0
+    assert config.fixed_process_noise is None
+    assert config.utility == "posterior"
+    assert config.quadrature_points == 5
+
+
+def test_every_field_has_help_text():
+    for f in dataclasses.fields(KGPSConfig):
+        assert len(f.metadata.get("help", "")) > 20, f.name
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("gamma", -0.1),
+        ("gamma", float("nan")),
+        ("gamma", float("inf")),
+        ("gamma", "0.1"),
+        ("initial_variance", 0.0),
+        ("initial_variance", -1.0),
+        ("warmup_epochs", -1),
+        ("warmup_epochs", 1.5),
+        ("warmup_epochs", True),
+        ("process_noise_power", 0.0),
+        ("fixed_process_noise", -0.01),
+        ("fixed_process_noise", float("nan")),
+        ("utility", "mean"),
+        ("quadrature_points", 1),
+        ("quadrature_points", 5.0),
+    ],
+)
+def test_bad_values_name_the_field_the_value_and_a_fix(field, value):
+    with pytest.raises(ValueError, match=field) as error:
+        KGPSConfig(**{field: value})
+    assert repr(value) in str(error.value)
+    assert any(word in str(error.value) for word in ("use", "Use")), str(error.value)
+
+
+def test_ablations_are_valid_configs():
+    KGPSConfig(process_noise_power=2.0)
+    KGPSConfig(fixed_process_noise=0.01)
+    KGPSConfig(utility="point")
+    KGPSConfig(warmup_epochs=0)
+
+
+def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
+    from trl import GRPOConfig, TrlParser
+
+    grpo_fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert not grpo_fields & {f.name for f in dataclasses.fields(KGPSConfig)}
+
+    parser = TrlParser((GRPOConfig, KGPSConfig))
+    grpo, kgps = parser.parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--use_cpu", "--bf16", "false", "--gamma", "0.2", "--utility", "point", "--fixed_process_noise", "0.05"]
+    )
+    assert (kgps.gamma, kgps.utility, kgps.fixed_process_noise) == (0.2, "point", 0.05)
+    assert kgps.initial_variance == 1.0
+    assert grpo.output_dir == str(tmp_path)
+    with pytest.raises(SystemExit):
+        parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--use_cpu", "--utility", "mean"])

@@ -1,0 +1,126 @@
+"""Top-B selection: exact against scoring every prompt, ties broken by the seeded generator."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from trl_kgps import KGPSConfig, KGPSSelector
+
+
+def warmed_up(N, rng, config=None, seed=0, k=8):
+    selector = KGPSSelector(N, config, seed=seed)
+    selector.initialize(np.arange(N), rng.binomial(k, rng.uniform(size=N)), np.full(N, k))
+    return selector
+
+
+def assert_is_a_top_b(selector, selected, batch_size, excluded=()):
+    scores = selector.scores()
+    selectable = np.setdiff1d(np.arange(selector.num_prompts), excluded)
+    assert len(selected) == batch_size == len(np.unique(selected))
+    assert not np.isin(selected, excluded).any()
+    rest = np.setdiff1d(selectable, selected)
+    if rest.size:
+        assert scores[selected].min() >= scores[rest].max()
+    assert (np.diff(scores[selected]) <= 0).all(), "not ordered by decreasing score"
+
+
+def run_rounds(selector, rng, rounds, batch_size=16, lag=1, norm_scale=0.3):
+    """Selection rounds as a trainer runs them: the last `lag` batches are pending when the next is chosen."""
+    pending, history = [], []
+    for _ in range(rounds):
+        excluded = np.concatenate(pending) if pending else np.empty(0, np.int64)
+        batch = selector.select(batch_size, exclude=excluded)
+        history.append((batch, excluded))
+        pending.append(batch)
+        if len(pending) > lag:
+            done = pending.pop(0)
+            selector.predict(rng.uniform(0, norm_scale))
+            selector.update(done, rng.binomial(8, 0.5, done.size), np.full(done.size, 8))
+    return history
+
+
+@pytest.mark.parametrize("config", [KGPSConfig(), KGPSConfig(utility="point"), KGPSConfig(gamma=0.0)])
+@pytest.mark.parametrize("lag", [0, 1, 2])
+def test_every_round_is_an_exact_top_b(config, lag, rng):
+    selector = warmed_up(2000, rng, config)
+    pending = []
+    for _ in range(40):
+        excluded = np.concatenate(pending) if pending else np.empty(0, np.int64)
+        batch = selector.select(16, exclude=excluded)
+        assert_is_a_top_b(selector, batch, 16, excluded)
+        pending.append(batch)
+        if len(pending) > lag:
+            done = pending.pop(0)
+            selector.predict(rng.uniform(0, 0.3))
+            selector.update(done, rng.binomial(8, 0.5, done.size), np.full(done.size, 8))
+
+
+def test_incremental_ranking_returns_what_rescoring_everything_returns(rng):
+    """A selector whose cached bounds are dropped every round (by a state round trip) selects identically."""
+    N = 5000
+    incremental = warmed_up(N, np.random.default_rng(7))
+    rescoring = warmed_up(N, np.random.default_rng(7))
+    for _ in range(80):
+        fresh = KGPSSelector(N)
+        fresh.load_state_dict(rescoring.state_dict())
+        rescoring = fresh
+        a, b = incremental.select(64), rescoring.select(64)
+        np.testing.assert_array_equal(a, b)
+        norm, s = rng.uniform(0, 2.0), rng.binomial(8, 0.4, 64)
+        for selector in (incremental, rescoring):
+            selector.predict(norm)
+            selector.update(a, s, np.full(64, 8))
+    np.testing.assert_array_equal(incremental.state_dict()["rng_state"]["state"], rescoring.state_dict()["rng_state"]["state"])
+
+
+def test_ties_are_broken_at_random_not_by_index():
+    """With no warmup every score is equal: each prompt is equally likely, whatever its index."""
+    N, B, seeds = 50, 5, 4000
+    counts = np.zeros(N)
+    for seed in range(seeds):
+        counts[KGPSSelector(N, KGPSConfig(warmup_epochs=0), seed=seed).select(B)] += 1
+    assert stats.chisquare(counts).pvalue > 1e-3
+    assert abs(counts[: N // 2].sum() - counts[N // 2 :].sum()) < 0.1 * counts.sum()
+
+
+def test_ties_after_warmup_are_shuffled_within_the_tied_group(rng):
+    N = 1000
+    selector = warmed_up(N, rng)
+    groups = selector.mean.copy()
+    batch = selector.select(100)
+    tied_at_top = np.flatnonzero(groups == groups[batch[0]])
+    assert tied_at_top.size > 100 and np.isin(batch, tied_at_top).all()
+    assert not np.array_equal(np.sort(batch), tied_at_top[:100])
+
+
+def test_same_seed_same_selections_other_seed_other_selections(rng):
+    state = rng.bit_generator.state
+    runs = []
+    for seed in (3, 3, 4):
+        rng.bit_generator.state = state
+        runs.append(np.concatenate([b for b, _ in run_rounds(warmed_up(800, rng, seed=seed), rng, 20)]))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+
+
+def test_exclude_keeps_prompts_out_and_can_leave_exactly_batch_size():
+    selector = KGPSSelector(10, KGPSConfig(warmup_epochs=0))
+    batch = selector.select(4, exclude=[0, 1, 2, 3, 4, 5, 5])
+    np.testing.assert_array_equal(np.sort(batch), [6, 7, 8, 9])
+
+
+def test_lagged_rounds_never_select_a_pending_prompt(rng):
+    for batch, excluded in run_rounds(warmed_up(500, rng), rng, 50, batch_size=32, lag=2):
+        assert not np.isin(batch, excluded).any()
+
+
+def test_large_process_noise_folds_into_the_variances_exactly(rng):
+    selector = warmed_up(1000, rng)
+    total = selector.variance.astype(np.float64)
+    for _ in range(30):
+        norm = rng.uniform(0, 5)
+        selector.predict(norm)
+        total += 0.1 * norm
+        batch = selector.select(8)
+        assert_is_a_top_b(selector, batch, 8)
+    np.testing.assert_allclose(selector.variance, total, rtol=1e-6)
