@@ -55,22 +55,52 @@ def test_every_round_is_an_exact_top_b(config, lag, rng):
             selector.update(done, rng.binomial(8, 0.5, done.size), np.full(done.size, 8))
 
 
-def test_incremental_ranking_returns_what_rescoring_everything_returns(rng):
-    """A selector whose cached bounds are dropped every round (by a state round trip) selects identically."""
-    N = 5000
-    incremental = warmed_up(N, np.random.default_rng(7))
-    rescoring = warmed_up(N, np.random.default_rng(7))
+@pytest.mark.parametrize("config", [KGPSConfig(), KGPSConfig(utility="point")])
+def test_incremental_ranking_returns_what_rescoring_everything_returns(config, rng):
+    """
+    A selector whose cached bounds are dropped every round (by a state round trip) selects identically. Confident
+    beliefs far from 1/2 and occasional large process noise make low scores rise past the leaders', the case the
+    bounds must cover.
+    """
+    N, B = 5000, 64
+
+    def confident(seed):
+        selector = KGPSSelector(N, config, seed=seed)
+        observations = np.random.default_rng(seed)
+        for _ in range(3):
+            selector.initialize(np.arange(N), observations.binomial(64, observations.uniform(size=N)), np.full(N, 64))
+            selector.update(np.arange(N), observations.binomial(64, 0.5, N), np.full(N, 64))
+        return selector
+
+    incremental, rescoring = confident(7), confident(7)
     for _ in range(80):
-        fresh = KGPSSelector(N)
+        fresh = KGPSSelector(N, config)
         fresh.load_state_dict(rescoring.state_dict())
         rescoring = fresh
-        a, b = incremental.select(64), rescoring.select(64)
+        a, b = incremental.select(B), rescoring.select(B)
         np.testing.assert_array_equal(a, b)
-        norm, s = rng.uniform(0, 2.0), rng.binomial(8, 0.4, 64)
+        norm = rng.exponential(10.0 if rng.uniform() < 0.2 else 0.05)
+        s = rng.binomial(64, 0.4, B)
         for selector in (incremental, rescoring):
             selector.predict(norm)
-            selector.update(a, s, np.full(64, 8))
-    np.testing.assert_array_equal(incremental.state_dict()["rng_state"]["state"], rescoring.state_dict()["rng_state"]["state"])
+            selector.update(a, s, np.full(B, 64))
+    assert incremental.state_dict()["rng_state"] == rescoring.state_dict()["rng_state"]
+
+
+def test_a_rising_score_overtakes_the_cached_leaders():
+    """
+    Scores far from 1/2 rise with the variance. Group Y (m = 2.65, P ~ 0: A = 0.0616) starts below group X
+    (m = 2.9, P = 1: A = 0.0645) and passes it after Q = 1 (0.0771 vs 0.0742): the cached bounds must let Y in.
+    """
+    B = 8
+    selector = KGPSSelector(2 * B)
+    state = selector.state_dict()
+    state["mean"] = np.repeat(np.float32([2.9, 2.65]), B)
+    state["variance_base"] = np.repeat(np.float32([1.0, 1e-4]), B)
+    selector.load_state_dict(state)
+    np.testing.assert_array_equal(np.sort(selector.select(B)), np.arange(B))
+    selector.predict(10.0)
+    np.testing.assert_array_equal(np.sort(selector.select(B)), np.arange(B, 2 * B))
 
 
 def test_ties_are_broken_at_random_not_by_index():
