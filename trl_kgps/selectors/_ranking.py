@@ -3,17 +3,19 @@ Exact top-B of the prompt utilities without scoring every prompt every round.
 
 Every round adds the same process noise to all variances, so every score moves and the textbook selection
 rescores all `N` prompts. It need not: a score can rise by at most `L * dc` when the shared variance offset
-grows by `dc` (`L = 1/16` for the Gauss–Hermite utility, see `_utility`). `UtilityRanking` keeps, for every
-prompt, an upper bound `U_i` valid at the reference offset `c_ref`, so that at any later offset `c`
+grows by `dc` (`L = 1/48` for the Gauss–Hermite utility, `0` for the point estimate, see `_utility`).
+`UtilityRanking` keeps, for every prompt, an upper bound `U_i` referred to the offset `c_ref`, so that at any
+later offset `c`
 
     A_i(c) <= U_i + L * (c - c_ref) + slack.
 
 A round then (1) takes a threshold `tau` no larger than the true B-th best score, from the exact scores of a
 small pool of last round's leaders, (2) keeps as candidates the prompts whose bound reaches `tau` — one
-vectorised comparison over `U`, 4 bytes a prompt — and (3) scores the candidates exactly. Every prompt that
-scores at least the B-th best is a candidate, so the result is exactly the full top-B, ties included. Prompts
-whose belief changes get their bound recomputed at once; the bounds are recomputed in full when the candidates
-that a fresh bound would have pruned add up to `N` (a ski-rental rule: at most twice the optimal refresh cost).
+vectorised comparison over `U`, 4 bytes a prompt — and (3) scores the candidates exactly and tightens their
+bounds to those scores. Every prompt that scores at least the B-th best is a candidate, so the result is exactly
+the full top-B, ties included. Prompts whose belief changes get their bound recomputed at once. All bounds are
+recomputed when the candidates that fresh bounds would have pruned add up to `N` (a ski-rental rule: at most
+twice the cost of the best refresh schedule).
 """
 
 import numpy as np
@@ -57,11 +59,14 @@ class UtilityRanking:
         return self._bound
 
     def on_update(self, indices: np.ndarray, mean: np.ndarray, variance: np.ndarray, offset: float) -> None:
-        """Keeps the bounds of prompts whose `(m, P)` just changed valid: `U_i = A_i(c) - L (c - c_ref)`."""
-        if self._bound is None or indices.size == 0:
-            return
-        exact = self._utility(mean[indices], variance[indices], offset).astype(np.float64)
-        self._bound[indices] = exact - self._utility.lipschitz_in_variance * (offset - self._bound_offset)
+        """Keeps the bounds of prompts whose `(m, P)` just changed valid."""
+        if self._bound is not None and indices.size:
+            self._tighten(indices, self._utility(mean[indices], variance[indices], offset), offset)
+
+    def _tighten(self, indices: np.ndarray, exact: np.ndarray, offset: float) -> None:
+        """`U_i = A_i(c) - L (c - c_ref)`: the tightest bound, given the exact score at the current offset."""
+        rise = self._utility.max_rise_per_variance * (offset - self._bound_offset)
+        self._bound[indices] = exact.astype(np.float64) - rise
 
     def select(
         self,
@@ -95,7 +100,7 @@ class UtilityRanking:
                 margin = 0.0
                 tau = np.partition(bound, bound.size - batch_size)[bound.size - batch_size]
             else:
-                margin = self._utility.lipschitz_in_variance * (offset - self._bound_offset) + _SLACK
+                margin = self._utility.max_rise_per_variance * (offset - self._bound_offset) + _SLACK
                 tau = _kth_largest(self._utility(mean[pool], variance[pool], offset), batch_size)
             candidates = np.flatnonzero(bound >= tau - margin)
         finally:
@@ -104,6 +109,7 @@ class UtilityRanking:
 
         v_b = _kth_largest(scores, batch_size)
         if not fresh:
+            self._tighten(candidates, scores, offset)
             self._wasted += int(np.count_nonzero(scores < v_b - _SLACK))
             if self._wasted >= bound.size:
                 self.invalidate()

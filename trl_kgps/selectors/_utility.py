@@ -16,10 +16,12 @@ The nodes come in pairs \\(\pm x_j\\) (plus \\(x = 0\\) when their number is odd
 
 which costs one `exp` per pair instead of one per node (three instead of five for the paper's rule).
 
-`UTILITY_LIPSCHITZ_IN_VARIANCE` bounds how fast the quadrature estimate can move when \\(P\\) grows: since
-\\(|h''| \le 1/8\\), each pair's derivative in \\(P\\) is at most \\(w_j x_j^2 / (4 \sqrt{\pi})\\), and the rule is
-exact for \\(x^2\\), so \\(|\partial A / \partial P| \le 1/16\\) for any rule with two or more nodes. The point
-estimate \\(h(m)\\) does not depend on \\(P\\) at all.
+`UTILITY_MAX_RISE_PER_VARIANCE` bounds how fast the quadrature estimate can *rise* when \\(P\\) grows. With
+\\(h'' = h - 6h^2 \in [-1/8, 1/24]\\), a pair's derivative in \\(P\\) is
+\\(\omega_j x_j (h'(m + d) - h'(m - d)) / \sqrt{2P} \le \omega_j x_j^2 / 12\\) (\\(\omega_j = w_j / \sqrt{\pi}\\)), and
+the rule is exact for \\(x^2\\), \\(\sum_j \omega_j x_j^2 = 1/2\\), so \\(\partial A / \partial P \le 1/48\\) for any rule
+with two or more nodes (and \\(\ge -1/16\\)). Both bounds are attained as \\(P \to 0\\). The point estimate
+\\(h(m)\\) does not depend on \\(P\\) at all.
 """
 
 import numpy as np
@@ -30,7 +32,7 @@ import numpy as np
 _MAX_ABS_LOGIT = 43.0
 _CHUNK = 1 << 15  # prompts per block: the block's eight float32 work arrays stay in L2 cache
 
-UTILITY_LIPSCHITZ_IN_VARIANCE = 1.0 / 16.0
+UTILITY_MAX_RISE_PER_VARIANCE = 1.0 / 48.0
 
 
 class Utility:
@@ -45,13 +47,13 @@ class Utility:
     def __init__(self, quadrature_points: int | None):
         self.quadrature_points = quadrature_points
         if quadrature_points is None:
-            self.lipschitz_in_variance = 0.0
+            self.max_rise_per_variance = 0.0
             self._center_weight = np.float32(1.0)
             self._pairs = []
             return
         x, w = np.polynomial.hermite.hermgauss(quadrature_points)
         w = w / np.sqrt(np.pi)
-        self.lipschitz_in_variance = UTILITY_LIPSCHITZ_IN_VARIANCE
+        self.max_rise_per_variance = UTILITY_MAX_RISE_PER_VARIANCE
         # Odd rules have a node at exactly 0 (hermgauss returns it as +-1e-16 at most).
         self._center_weight = np.float32(w[np.abs(x) < 1e-12].sum())
         self._pairs = [(np.float32(xj), np.float32(wj)) for xj, wj in zip(x, w) if xj > 1e-12]

@@ -1,0 +1,155 @@
+"""
+Time and memory of one KGPS selection round, against a straightforward numpy version and a bandwidth floor.
+
+A round is what a trainer does per step: `predict` (every prompt's variance grows), `update` the 256 prompts
+just rolled out, then score every prompt and `select` the next 256. Two kinds of state:
+
+- `tied`: right after a warmup epoch with 8 rollouts per prompt, when whole groups of prompts share one belief
+  (`s/8` takes 9 values), so thousands tie at the top;
+- `spread`: continuous beliefs, as after many rounds of updates.
+
+Baselines measured in the same run:
+
+- `numpy`: the textbook version in float64 — `P += Q`, the Kalman update, 5 full-array sigmoid evaluations,
+  `argpartition` and a sort of the top 256;
+- `floor`: the time to read each prompt's mean and variance once (8 bytes a prompt in float32) at the array-copy
+  bandwidth measured here. The KGPS round reads 4 bytes a prompt (its score bounds) and can beat it.
+
+Run: `python benchmarks/bench_selector.py` (add `--sizes 1e4 1e5` for a quick look).
+"""
+
+import argparse
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from trl_kgps import KGPSSelector
+
+
+B, K, NORM = 256, 8, 0.05  # batch, rollouts per prompt, parameter-update norm per round (Q = 0.1 * NORM)
+
+
+class NumpySelector:
+    """The straightforward implementation: float64, full passes, argpartition."""
+
+    def __init__(self, mean, variance):
+        self.m, self.P = mean.astype(np.float64), variance.astype(np.float64)
+        x, w = np.polynomial.hermite.hermgauss(5)
+        self.nodes, self.weights = x, w / np.sqrt(np.pi)
+
+    def predict(self, q):
+        self.P += q
+
+    def update(self, idx, s, k):
+        m, P = self.m[idx], self.P[idx]
+        delta = 0.5 / k
+        p = np.clip(1 / (1 + np.exp(-m)), delta, 1 - delta)
+        R = 1 / (k * p * (1 - p))
+        phi = np.clip(s / k, delta, 1 - delta)
+        gain = P / (P + R)
+        self.m[idx] = m + gain * (np.log(phi / (1 - phi)) - m)
+        self.P[idx] = (1 - gain) * P
+
+    def select(self, batch_size):
+        scores = np.zeros_like(self.m)
+        spread = np.sqrt(2 * self.P)
+        for x, w in zip(self.nodes, self.weights):
+            sig = 1 / (1 + np.exp(-(self.m + spread * x)))
+            scores += w * sig * (1 - sig)
+        top = np.argpartition(-scores, batch_size)[:batch_size]
+        return top[np.argsort(-scores[top])]
+
+
+def initial_state(n, kind, rng):
+    if kind == "tied":
+        s = rng.binomial(K, rng.uniform(size=n))
+        phi = np.clip(s / K, 1 / (2 * K), 1 - 1 / (2 * K))
+        return np.log(phi / (1 - phi)), np.ones(n)
+    return rng.normal(0, 1.5, n), rng.uniform(0.05, 1.0, n)
+
+
+def kgps_from(mean, variance):
+    selector = KGPSSelector(mean.size)
+    state = selector.state_dict()
+    state["mean"], state["variance_base"] = mean.astype(np.float32), variance.astype(np.float32)
+    selector.load_state_dict(state)
+    return selector
+
+
+def time_rounds(selector, rounds, rng, q_or_norm):
+    """Median and mean seconds of `select -> predict -> update` rounds; the first call is timed apart."""
+    outcomes = rng.binomial(K, 0.5, (rounds + 1, B))
+    t0 = time.perf_counter()
+    batch = selector.select(B)
+    first = time.perf_counter() - t0
+    times = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        selector.predict(q_or_norm)
+        selector.update(batch, outcomes[r], np.full(B, K))
+        batch = selector.select(B)
+        times.append(time.perf_counter() - t0)
+    return first, statistics.median(times), statistics.fmean(times)
+
+
+def copy_bandwidth():
+    """Bytes per second moved (read + written) by numpy's array copy, over 256 MB."""
+    src = np.ones(1 << 26, dtype=np.float32)
+    dst = np.empty_like(src)
+    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+    return 2 * src.nbytes / best
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def peak_bytes(fn):
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6, 1e7])
+    parser.add_argument("--rounds", type=int, default=50)
+    args = parser.parse_args()
+
+    bandwidth = copy_bandwidth()
+    print(f"array-copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write); {B} prompts selected per round\n")
+    print(
+        "| N | state | KGPS median | KGPS mean | first select | numpy median | speed-up vs numpy | floor | "
+        "KGPS / floor | state bytes/prompt | peak round bytes/prompt |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for n in map(int, args.sizes):
+        floor = 8 * n / (bandwidth / 2)  # reading 8 B/prompt at the copy's read rate
+        for kind in ("tied", "spread"):
+            rng = np.random.default_rng(0)
+            mean, variance = initial_state(n, kind, rng)
+            selector = kgps_from(mean, variance)
+            first, median, mean_t = time_rounds(selector, args.rounds, np.random.default_rng(1), NORM)
+            state_bytes = sum(v.nbytes for v in selector.state_dict().values() if isinstance(v, np.ndarray))
+            state_bytes += selector._ranking._bound.nbytes  # the score bounds, part of the working state
+            warm = kgps_from(mean, variance)
+            warm.select(B)
+            round_peak = peak_bytes(lambda warm=warm: time_rounds(warm, 3, np.random.default_rng(2), NORM))
+            numpy_rounds = max(3, min(args.rounds, int(2e7 // n)))
+            baseline = NumpySelector(mean, variance)
+            _, numpy_median, _ = time_rounds(baseline, numpy_rounds, np.random.default_rng(1), 0.1 * NORM)
+            print(
+                f"| {n:.0e} | {kind} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | {first * 1e3:.1f} ms | "
+                f"{numpy_median * 1e3:.1f} ms | {numpy_median / median:.0f}x | {floor * 1e3:.2f} ms | "
+                f"{median / floor:.2f}x | {state_bytes / n:.1f} | {round_peak / n:.2f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
