@@ -91,7 +91,7 @@ def test_a_rising_score_overtakes_the_cached_leaders():
     """
     Scores far from 1/2 rise with the variance, at up to 1/48 per unit. Group Y (m = 2.36, P ~ 0) rises at 98 % of
     that rate from 0.07883 to 0.07986 when Q = 0.05, passing group X (m = 2.5, P = 0.5: 0.07899 to 0.07973).
-    The cached bounds must let Y in; a bound 15 % looser than the proven 1/48 would not.
+    The cached bounds must let Y in; a rate 16 % below the proven 1/48 would not.
     """
     B = 8
     selector = KGPSSelector(2 * B)
