@@ -76,8 +76,7 @@ class KGPSConfig:
     quadrature_points: int = field(
         default=5,
         metadata={
-            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5). Ignored when "
-            "utility='point'."
+            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5). Ignored when utility='point'."
         },
     )
 

@@ -45,4 +45,6 @@ class ScalarKGPS:
 def gauss_hermite_utility(m: float, P: float, n: int = 5) -> float:
     """(1/sqrt(pi)) sum_j w_j h(m + sqrt(2P) x_j), with numpy's Gauss-Hermite rule, in float64."""
     x, w = np.polynomial.hermite.hermgauss(n)
-    return sum(wj * sigmoid(m + math.sqrt(2 * P) * xj) * sigmoid(-(m + math.sqrt(2 * P) * xj)) for xj, wj in zip(x, w)) / math.sqrt(math.pi)
+    return sum(
+        wj * sigmoid(m + math.sqrt(2 * P) * xj) * sigmoid(-(m + math.sqrt(2 * P) * xj)) for xj, wj in zip(x, w)
+    ) / math.sqrt(math.pi)

@@ -55,16 +55,25 @@ BAD_CALLS = {
     "update index too large": (lambda s: s.update([0, N], [1, 1], [2, 2]), "got 20 at position 1"),
     "update index float": (lambda s: s.update([0.0], [1], [2]), "indices must hold integer .*float64"),
     "update index 2-D": (lambda s: s.update([[0]], [1], [2]), "1-D sequence"),
-    "update successes above trials": (lambda s: s.update([0, 3], [1, 5], [2, 4]), "successes \\(5\\) exceed trials \\(4\\) for prompt 3"),
+    "update successes above trials": (
+        lambda s: s.update([0, 3], [1, 5], [2, 4]),
+        "successes \\(5\\) exceed trials \\(4\\) for prompt 3",
+    ),
     "update negative successes": (lambda s: s.update([0], [-1], [2]), "successes must be whole, non-negative.*-1"),
     "update negative trials": (lambda s: s.update([0], [0], [-2]), "trials must be whole, non-negative.*-2"),
     "update NaN successes": (lambda s: s.update([0], [np.nan], [2]), "successes must be .*nan"),
     "update NaN trials": (lambda s: s.update([0], [1], [np.nan]), "trials must be .*nan"),
     "update fractional count": (lambda s: s.update([0], [0.5], [2]), "whole.*0.5"),
     "update string counts": (lambda s: s.update([0], ["1"], [2]), "successes must hold numbers"),
-    "update short successes": (lambda s: s.update([0, 1], [1], [2, 2]), "one count per index \\(2\\), got shape \\(1,\\)"),
+    "update short successes": (
+        lambda s: s.update([0, 1], [1], [2, 2]),
+        "one count per index \\(2\\), got shape \\(1,\\)",
+    ),
     "update long trials": (lambda s: s.update([0], [1], [2, 2]), "trials must be .*shape \\(2,\\)"),
-    "update bad entry after good ones": (lambda s: s.update([0, 1, 2], [1, 1, 9], [2, 2, 2]), "prompt 2 at position 2"),
+    "update bad entry after good ones": (
+        lambda s: s.update([0, 1, 2], [1, 1, 9], [2, 2, 2]),
+        "prompt 2 at position 2",
+    ),
     "initialize index out of range": (lambda s: s.initialize([N + 5], [1], [2]), "got 25"),
     "initialize successes above trials": (lambda s: s.initialize([1], [3], [2]), "exceed trials"),
     "initialize NaN trials": (lambda s: s.initialize([1], [1], [np.nan]), "nan"),
@@ -112,10 +121,16 @@ def _set_entry(key, position, value):
 
 
 BAD_STATES = {
-    "other size": (_replace(num_prompts=N + 1, mean=np.zeros(N + 1, np.float32)), "for 21 prompts, but this selector has 20"),
+    "other size": (
+        _replace(num_prompts=N + 1, mean=np.zeros(N + 1, np.float32)),
+        "for 21 prompts, but this selector has 20",
+    ),
     "other version": (_replace(version=99), "version 99"),
     "missing key": (_drop("rng_state"), "missing \\['rng_state'\\]"),
-    "array of other length": (_replace(variance_base=np.ones(N - 1, np.float32)), "shape \\(19,\\), but this selector has 20"),
+    "array of other length": (
+        _replace(variance_base=np.ones(N - 1, np.float32)),
+        "shape \\(19,\\), but this selector has 20",
+    ),
     "NaN mean": (_set_entry("mean", 3, np.nan), "finite floats"),
     "negative variance": (_set_entry("variance_base", 0, -5.0), "negative variances"),
     "offset out of range": (_replace(variance_offset=3.0), "variance_offset"),

@@ -63,7 +63,19 @@ def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
 
     parser = TrlParser((GRPOConfig, KGPSConfig))
     grpo, kgps = parser.parse_args_into_dataclasses(
-        ["--output_dir", str(tmp_path), "--use_cpu", "--bf16", "false", "--gamma", "0.2", "--utility", "point", "--fixed_process_noise", "0.05"]
+        [
+            "--output_dir",
+            str(tmp_path),
+            "--use_cpu",
+            "--bf16",
+            "false",
+            "--gamma",
+            "0.2",
+            "--utility",
+            "point",
+            "--fixed_process_noise",
+            "0.05",
+        ]
     )
     assert (kgps.gamma, kgps.utility, kgps.fixed_process_noise) == (0.2, "point", 0.05)
     assert kgps.initial_variance == 1.0

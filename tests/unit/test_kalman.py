@@ -58,7 +58,9 @@ def test_variance_grows_by_q_without_observations():
 
 def test_process_noise_variants():
     assert KGPSSelector(1, KGPSConfig(gamma=0.2)).process_noise(3.0) == pytest.approx(0.6)
-    assert KGPSSelector(1, KGPSConfig(gamma=0.2, process_noise_power=2)).process_noise([1.0, 2.0]) == pytest.approx(1.0)
+    assert KGPSSelector(1, KGPSConfig(gamma=0.2, process_noise_power=2)).process_noise([1.0, 2.0]) == pytest.approx(
+        1.0
+    )
     assert KGPSSelector(1, KGPSConfig(fixed_process_noise=0.03)).process_noise([5.0, 7.0]) == 0.03
 
 
@@ -92,7 +94,10 @@ def test_initialize_resets_the_variance_after_predictions():
     "config, scalar_kwargs",
     [
         (KGPSConfig(), {}),
-        (KGPSConfig(gamma=0.5, initial_variance=2.0, process_noise_power=2.0), dict(gamma=0.5, initial_variance=2.0, power=2.0)),
+        (
+            KGPSConfig(gamma=0.5, initial_variance=2.0, process_noise_power=2.0),
+            dict(gamma=0.5, initial_variance=2.0, power=2.0),
+        ),
         (KGPSConfig(fixed_process_noise=0.07), dict(fixed_q=0.07)),
     ],
 )

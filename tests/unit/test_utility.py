@@ -94,7 +94,9 @@ def test_utility_rises_at_most_one_48th_per_unit_of_variance(points):
     P = np.concatenate([[0.0], np.geomspace(1e-6, 1e3, 400)])[None, :]
     x, w = np.polynomial.hermite.hermgauss(points)
     spread = np.sqrt(2 * P)
-    A = sum(wj * special.expit(m + spread * xj) * special.expit(-m - spread * xj) for xj, wj in zip(x, w)) / np.sqrt(np.pi)
+    A = sum(wj * special.expit(m + spread * xj) * special.expit(-m - spread * xj) for xj, wj in zip(x, w)) / np.sqrt(
+        np.pi
+    )
     slope = np.diff(A, axis=1) / np.diff(P, axis=1)
     assert slope.max() <= UTILITY_MAX_RISE_PER_VARIANCE
     assert slope.max() >= 0.6 * UTILITY_MAX_RISE_PER_VARIANCE

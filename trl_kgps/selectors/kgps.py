@@ -160,7 +160,7 @@ class KGPSSelector:
         m = self._mean[idx].astype(np.float64)
         P = self._variance[idx].astype(np.float64) + self._offset
         delta = 0.5 / k
-        p_tilde = np.clip(_sigmoid(m), delta, 1.0 - delta)
+        p_tilde = np.minimum(np.maximum(_sigmoid(m), delta), 1.0 - delta)
         R = 1.0 / (k * p_tilde * (1.0 - p_tilde))
         y = _clipped_logit(s, k) - m
         K = P / (P + R)
@@ -233,7 +233,9 @@ class KGPSSelector:
         corrupted one, raises `ValueError` and leaves this selector unchanged. The config is this selector's own.
         """
         if not isinstance(state, dict):
-            raise ValueError(f"state must be a dict returned by KGPSSelector.state_dict(), got {type(state).__name__}.")
+            raise ValueError(
+                f"state must be a dict returned by KGPSSelector.state_dict(), got {type(state).__name__}."
+            )
         missing = {"version", "num_prompts", "mean", "variance_base", "variance_offset", "rng_state"} - state.keys()
         if missing:
             raise ValueError(f"state is missing {sorted(missing)}; it was not written by KGPSSelector.state_dict().")
@@ -272,5 +274,5 @@ def _clipped_logit(s: np.ndarray, k: np.ndarray) -> np.ndarray:
     r"""\\(\mathrm{logit}(\mathrm{clip}(s / k, \delta, 1 - \delta))\\) with \\(\delta = 1 / (2k)\\): finite for
     \\(s = 0\\) and \\(s = k\\), where the paper's \\(\mathrm{logit}(s / k)\\) is not."""
     delta = 0.5 / k
-    phi_hat = np.clip(s / k, delta, 1.0 - delta)
+    phi_hat = np.minimum(np.maximum(s / k, delta), 1.0 - delta)
     return np.log(phi_hat) - np.log1p(-phi_hat)

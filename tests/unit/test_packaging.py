@@ -1,0 +1,41 @@
+"""The package as users meet it: the README's code and commands, the public API, the import footprint."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import trl_kgps
+
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    command = ci[ci.index(next(line for line in ci if line.startswith("# README test command"))) + 1]
+    assert f"```bash\n{command}\n```" in README
+
+
+def test_readme_python_snippets_run():
+    snippets = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    assert snippets
+    for code in snippets:
+        exec(compile(code, "README.md", "exec"), {})
+
+
+def test_public_api_is_sorted_and_complete():
+    assert trl_kgps.__all__ == sorted(trl_kgps.__all__)
+    for name in trl_kgps.__all__:
+        assert hasattr(trl_kgps, name)
+    assert (Path(trl_kgps.__file__).parent / "py.typed").exists()
+
+
+def test_estimator_imports_no_deep_learning_framework():
+    code = (
+        "import sys, trl_kgps; from trl_kgps import KGPSSelector, KGPSConfig; "
+        "print(sorted(m for m in ('trl', 'transformers', 'torch', 'accelerate') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
