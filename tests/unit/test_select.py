@@ -155,3 +155,24 @@ def test_large_process_noise_folds_into_the_variances_exactly(rng):
         batch = selector.select(8)
         assert_is_a_top_b(selector, batch, 8)
     np.testing.assert_allclose(selector.variance, total, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [8, 1000, 4096, 100_000])
+@pytest.mark.parametrize("density", [0.0, 1e-4, 0.01, 0.5, 1.0])
+def test_sparse_flatnonzero_matches_numpy(n, density, rng):
+    from trl_kgps.selectors._ranking import _flatnonzero_sparse
+
+    mask = np.zeros(-(-n // 8) * 8, dtype=bool)
+    mask[:n] = rng.uniform(size=n) < density
+    np.testing.assert_array_equal(_flatnonzero_sparse(mask), np.flatnonzero(mask))
+
+
+@pytest.mark.parametrize("distinct", [1, 2, 9, 1000, None])
+@pytest.mark.parametrize("k", [1, 256, 5000])
+def test_kth_largest_matches_a_full_sort_with_ties(distinct, k, rng):
+    from trl_kgps.selectors._ranking import _kth_largest
+
+    values = rng.uniform(size=100_000).astype(np.float32)
+    if distinct is not None:
+        values = rng.choice(rng.uniform(size=distinct).astype(np.float32), size=100_000)
+    assert _kth_largest(values, k) == np.sort(values)[-k]

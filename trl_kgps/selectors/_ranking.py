@@ -41,6 +41,15 @@ class UtilityRanking:
         self._bound_offset = 0.0  # c_ref
         self._pool = np.empty(0, dtype=np.int64)  # last round's leaders, ascending
         self._wasted = 0
+        self._mask: np.ndarray | None = None  # reused flags of `_at_least`, padded to whole 8-byte words
+
+    def _at_least(self, threshold) -> np.ndarray:
+        """Indices whose bound is `>= threshold`, ascending: the one pass over all prompts a round makes."""
+        n = self._bound.size
+        if self._mask is None or self._mask.size < n:
+            self._mask = np.zeros(-(-n // 8) * 8, dtype=bool)  # the tail past `n` stays False
+        np.greater_equal(self._bound, threshold, out=self._mask[:n])
+        return _flatnonzero_sparse(self._mask)
 
     def invalidate(self) -> None:
         """Forget the bounds: the next `select` rescores every prompt."""
@@ -102,7 +111,7 @@ class UtilityRanking:
             else:
                 margin = self._utility.max_rise_per_variance * (offset - self._bound_offset) + _SLACK
                 tau = _kth_largest(self._utility(mean[pool], variance[pool], offset), batch_size)
-            candidates = np.flatnonzero(bound >= tau - margin)
+            candidates = self._at_least(tau - margin)
         finally:
             bound[excluded] = saved
         scores = bound[candidates] if fresh else self._utility(mean[candidates], variance[candidates], offset)
@@ -117,6 +126,16 @@ class UtilityRanking:
                 self.invalidate()
         self._pool = _leaders(candidates, scores, 4 * batch_size + excluded.size)
         return _top_b(candidates, scores, v_b, batch_size, rng)
+
+
+def _flatnonzero_sparse(mask: np.ndarray) -> np.ndarray:
+    """`np.flatnonzero` of a boolean array of length divisible by 8, scanning 8 flags per machine word."""
+    words = np.flatnonzero(mask.view(np.uint64))
+    if words.size * 64 > mask.size:  # dense: the plain scan is cheaper
+        return np.flatnonzero(mask)
+    # e.g. flags set at 3 and 17 -> words [0, 2] -> rows [[0 0 0 1 0 0 0 0], [0 1 0 ...]] -> 0*8+3, 2*8+1
+    rows, columns = np.nonzero(mask.reshape(-1, 8)[words])
+    return words[rows] * 8 + columns
 
 
 def _kth_largest(values: np.ndarray, k: int):
