@@ -48,7 +48,7 @@ class UtilityRanking:
         n = self._bound.size
         if self._mask is None or self._mask.size < n:
             self._mask = np.zeros(-(-n // 8) * 8, dtype=bool)  # the tail past `n` stays False
-        np.greater_equal(self._bound, threshold, out=self._mask[:n])
+        np.greater_equal(self._bound, np.float32(threshold), out=self._mask[:n])  # a float64 threshold: 5x slower
         return _flatnonzero_sparse(self._mask)
 
     def invalidate(self) -> None:
@@ -130,12 +130,13 @@ class UtilityRanking:
 
 def _flatnonzero_sparse(mask: np.ndarray) -> np.ndarray:
     """`np.flatnonzero` of a boolean array of length divisible by 8, scanning 8 flags per machine word."""
-    words = np.flatnonzero(mask.view(np.uint64))
-    if words.size * 64 > mask.size:  # dense: the plain scan is cheaper
+    words = mask.view(np.uint64)
+    hits = np.flatnonzero(words != 0)  # numpy's nonzero is 10x slower on integers than on flags
+    if hits.size * 64 > mask.size:  # dense: the plain scan is cheaper
         return np.flatnonzero(mask)
-    # e.g. flags set at 3 and 17 -> words [0, 2] -> rows [[0 0 0 1 0 0 0 0], [0 1 0 ...]] -> 0*8+3, 2*8+1
-    rows, columns = np.nonzero(mask.reshape(-1, 8)[words])
-    return words[rows] * 8 + columns
+    # e.g. flags set at 3 and 17 -> words [0, 2] -> their 16 flags set at 3 and 9 -> 0*8+3, 2*8+1
+    flags = np.flatnonzero(words[hits].view(np.bool_))
+    return hits[flags >> 3] * 8 + (flags & 7)
 
 
 def _kth_largest(values: np.ndarray, k: int):
