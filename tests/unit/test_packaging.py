@@ -39,3 +39,11 @@ def test_estimator_imports_no_deep_learning_framework():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_example_tracks_drifting_prompts():
+    script = ROOT / "examples" / "track_drifting_prompts.py"
+    args = ["--num_prompts", "500", "--steps", "40", "--batch_size", "32"]
+    out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True).stdout
+    first, last = map(float, re.search(r"first quarter ([\d.]+), last quarter ([\d.]+)", out).groups())
+    assert 0 < last < 0.3 and 0 < first < 0.4
