@@ -1,9 +1,28 @@
 """trl-kgps: Kalman-Guided Prompt Selection for RL fine-tuning with Hugging Face TRL."""
 
+from typing import TYPE_CHECKING
+
 from .config import KGPSConfig
 from .selectors import KGPSSelector
 
 
+if TYPE_CHECKING:
+    from .callback import KGPSCallback
+    from .sampler import KGPSRepeatSampler
+
 __version__ = "0.1.0.dev0"
 
-__all__ = ["KGPSConfig", "KGPSSelector", "__version__"]
+__all__ = ["KGPSCallback", "KGPSConfig", "KGPSRepeatSampler", "KGPSSelector", "__version__"]
+
+# The estimator is numpy only; the TRL integration imports torch and transformers on first use.
+_LAZY = {"KGPSCallback": ".callback", "KGPSRepeatSampler": ".sampler"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

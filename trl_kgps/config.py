@@ -80,6 +80,29 @@ class KGPSConfig:
         },
     )
 
+    success_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "Name of the reward function whose value decides whether a completion succeeded (e.g. "
+            "'accuracy_reward'). Unset: the trainer's weighted sum of all reward functions."
+        },
+    )
+    success_threshold: float = field(
+        default=0.5,
+        metadata={
+            "help": "A completion succeeds when its reward (see success_reward) is >= this. 0.5 splits 0/1 rewards, "
+            "also with small bonuses or penalties added."
+        },
+    )
+    delta_norm_sample: float = field(
+        default=1.0,
+        metadata={
+            "help": "Fraction of parameter coordinates kept to measure ||theta_t - theta_{t-1}||. 1 is exact and "
+            "keeps one copy of the trainable parameters (this rank's shard); 0.01 keeps 1% and estimates the norm "
+            "(see docs/trl.md for its measured error)."
+        },
+    )
+
     def __post_init__(self):
         _check_real("gamma", self.gamma, minimum=0.0, fix="use a non-negative value such as the paper's 0.1")
         _check_real(
@@ -109,6 +132,17 @@ class KGPSConfig:
                 f"utility must be one of {UTILITIES}, got {self.utility!r}. Use 'posterior' (the paper's method) or "
                 "'point' (its point-estimate ablation)."
             )
+        if self.success_reward is not None and (not isinstance(self.success_reward, str) or not self.success_reward):
+            raise ValueError(
+                f"success_reward must be the name of a reward function or None, got {self.success_reward!r}: use "
+                "the name the trainer logs it under (e.g. 'accuracy_reward')."
+            )
+        _check_real("success_threshold", self.success_threshold, minimum=-math.inf, fix="use e.g. 0.5 for 0/1 rewards")
+        if not (isinstance(self.delta_norm_sample, (int, float)) and 0 < self.delta_norm_sample <= 1):
+            raise ValueError(
+                f"delta_norm_sample must lie in (0, 1], got {self.delta_norm_sample!r}: use 1 for the exact norm or "
+                "a fraction such as 0.01 to save memory."
+            )
         _check_int(
             "quadrature_points",
             self.quadrature_points,
@@ -121,8 +155,8 @@ def _check_real(name: str, value, *, minimum: float, fix: str, strict: bool = Fa
     is_real = isinstance(value, (int, float)) and not isinstance(value, bool)
     too_small = is_real and (value <= minimum if strict else value < minimum)
     if not is_real or not math.isfinite(value) or too_small:
-        bound = f"> {minimum}" if strict else f">= {minimum}"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}: {fix}.")
+        bound = "" if minimum == -math.inf else f" > {minimum}" if strict else f" >= {minimum}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}: {fix}.")
 
 
 def _check_int(name: str, value, *, minimum: int, fix: str) -> None:

@@ -71,6 +71,15 @@ def test_zero_trials_leave_a_prompt_unchanged():
     assert selector.mean[1] != 0.0
 
 
+def test_empty_observations_change_nothing():
+    selector = KGPSSelector(3)
+    before = selector.state_dict()
+    selector.update([], [], [])
+    selector.initialize(np.empty(0, np.int64), [], [])
+    np.testing.assert_array_equal(selector.mean, before["mean"])
+    np.testing.assert_array_equal(selector.variance, before["variance_base"])
+
+
 def test_repeated_indices_pool_into_one_observation():
     pooled, split = KGPSSelector(4), KGPSSelector(4)
     pooled.update([2], [3], [8])

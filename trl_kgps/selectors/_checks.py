@@ -66,13 +66,15 @@ def as_observations(indices, successes, trials, num_prompts: int) -> tuple[np.nd
             f"successes ({successes[position]:g}) exceed trials ({trials[position]:g}) for prompt "
             f"{indices[position]} at position {position}. Each success is one of that prompt's scored rollouts."
         )
+    if indices.size == 0:
+        return indices, successes, trials
     order = np.argsort(indices, kind="stable")
     indices = indices[order]
     # e.g. sorted indices [2, 5, 5, 9] -> group starts [0, 1, 3] -> pooled indices [2, 5, 9]
     starts = np.flatnonzero(np.concatenate([[True], indices[1:] != indices[:-1]]))
     indices = indices[starts]
-    successes = np.add.reduceat(successes[order], starts) if starts.size else successes
-    trials = np.add.reduceat(trials[order], starts) if starts.size else trials
+    successes = np.add.reduceat(successes[order], starts)
+    trials = np.add.reduceat(trials[order], starts)
     observed = trials > 0
     return indices[observed], successes[observed], trials[observed]
 

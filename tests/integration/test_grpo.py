@@ -1,0 +1,204 @@
+"""KGPS inside the real GRPOTrainer on a tiny model: attribution, the filter's state, lag, binding."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import RewardLog, grpo_args, prompt_dataset
+from transformers import TrainerCallback
+
+from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
+
+
+trl = pytest.importorskip("trl")
+
+
+class NormLog(TrainerCallback):
+    """Records ||theta_t - theta_{t-1}||_2 after every optimizer step from full float64 copies: the oracle."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.copies = [p.detach().double().clone() for p in self.params]
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        squares = 0.0
+        for p, copy in zip(self.params, self.copies):
+            squares += float(((p.detach().double() - copy) ** 2).sum())
+            copy.copy_(p.detach())
+        self.events.append(("norm", squares**0.5))
+
+
+def replay(events, num_prompts, warmup_batches, config=None, seed=0):
+    """Algorithm 1 fed the logged observations and norms, in the order they happened."""
+    reference = KGPSSelector(num_prompts, config, seed=seed)
+    observed = np.zeros(num_prompts, dtype=bool)
+    scored_batches = 0
+    for event in events:
+        if event[0] == "norm":
+            if scored_batches >= warmup_batches:
+                reference.predict(event[1])
+            continue
+        _, idx, rewards = event
+        idx, rewards = np.asarray(idx), np.asarray(rewards)
+        prompts = np.unique(idx)
+        s = np.array([rewards[idx == i].sum() for i in prompts])
+        k = np.array([(idx == i).sum() for i in prompts])
+        if scored_batches < warmup_batches:
+            first = ~observed[prompts]
+            reference.initialize(prompts[first], s[first], k[first])
+            reference.update(prompts[~first], s[~first], k[~first])
+        else:
+            reference.update(prompts, s, k)
+        observed[prompts] = True
+        scored_batches += 1
+    return reference
+
+
+class SpyKGPS(KGPSCallback):
+    """Records the lag of every batch the sampler chooses."""
+
+    lags: list
+
+    def _on_new_batch(self, batch, lag):
+        self.lags = getattr(self, "lags", []) + [lag]
+        super()._on_new_batch(batch, lag)
+
+
+def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, **args):
+    events = [] if events is None else events
+    kgps = SpyKGPS(config or KGPSConfig())
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(events=events),
+        args=grpo_args(tmp_path, **args),
+        train_dataset=prompt_dataset(num_prompts),
+        processing_class=tokenizer,
+        callbacks=[NormLog(events), kgps],
+    )
+    trainer.train()
+    return trainer, kgps, events
+
+
+@pytest.mark.parametrize(
+    "args, lag",
+    [
+        (dict(max_steps=24), 1),  # steps_per_generation = gradient_accumulation_steps: one batch prefetched
+        (dict(max_steps=24, steps_per_generation=2), 0),  # the next batch is drawn after this one is scored
+        (dict(max_steps=24, dataloader_num_workers=1, dataloader_prefetch_factor=1), 2),
+    ],
+    ids=["lag1", "lag0", "lag2-workers"],
+)
+def test_selector_state_equals_a_reference_filter_fed_the_same_rewards(tmp_path, model, tokenizer, args, lag):
+    trainer, kgps, events = train(tmp_path, model, tokenizer, **args)
+    sampler = kgps.sampler
+    assert kgps.selector is sampler.selector and isinstance(kgps.selector, KGPSSelector)
+    scored = [e for e in events if e[0] == "scored"]
+    assert len(scored) > sampler.warmup_batches, "the run never left warmup"
+
+    reference = replay(events, 16, sampler.warmup_batches)
+    np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
+
+    assert max(kgps.lags[sampler.warmup_batches :]) == lag
+
+
+def test_every_scored_completion_is_attributed_to_its_dataset_index(tmp_path, model, tokenizer):
+    chosen = []
+    _, kgps, events = train(tmp_path, model, tokenizer, max_steps=16)
+    # The reward function received the dataset's own "idx" column: each group of 4 completions is one prompt,
+    # and the groups, in order, are the batches the sampler chose.
+    scored = [np.asarray(e[1]) for e in events if e[0] == "scored"]
+    for idx in scored:
+        groups = idx.reshape(-1, 4)
+        assert (groups == groups[:, :1]).all()
+        chosen.append(groups[:, 0])
+    assert np.array_equal(np.sort(np.concatenate(chosen[:8])), np.arange(16)), "warmup is one epoch over all prompts"
+
+
+def test_pending_prompts_are_never_selected(tmp_path, model, tokenizer):
+    _, kgps, events = train(tmp_path, model, tokenizer, max_steps=30, dataloader_num_workers=1)
+    batches = [np.unique(e[1]) for e in events if e[0] == "scored"]
+    for earlier, later in zip(batches[8:], batches[9:]):
+        assert not np.intersect1d(earlier, later).size
+
+
+def test_metrics_reach_the_trainer_logs(tmp_path, model, tokenizer):
+    trainer, _, _ = train(tmp_path, model, tokenizer, max_steps=20)
+    logged = set().union(*(entry.keys() for entry in trainer.state.log_history))
+    for key in ("kgps/mae", "kgps/informative", "kgps/coverage", "kgps/lag", "kgps/delta_norm", "kgps/process_noise"):
+        assert key in logged, key
+    coverage = [entry["kgps/coverage"] for entry in trainer.state.log_history if "kgps/coverage" in entry]
+    assert coverage[-1] == 1.0
+
+
+def test_explicit_attach_is_equivalent(tmp_path, model, tokenizer):
+    events = []
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(events=events),
+        args=grpo_args(tmp_path, max_steps=12),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+    )
+    kgps = KGPSCallback(KGPSConfig(), trainer=trainer)
+    trainer.add_callback(kgps)
+    trainer.train()
+    assert kgps.trainer is trainer and kgps.sampler.batches_chosen >= 12
+
+
+def test_attached_but_not_added_fails_with_the_fix(tmp_path, model, tokenizer):
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=grpo_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+    )
+    KGPSCallback(trainer=trainer)
+    with pytest.raises(RuntimeError, match="add_callback"):
+        trainer.train()
+
+
+def test_a_trainer_that_is_not_grpo_like_is_refused(tmp_path, model, tokenizer):
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    with pytest.raises(TypeError, match="GRPOTrainer"):
+        Trainer(model=model, args=args, callbacks=[KGPSCallback()])
+
+
+def test_iterable_dataset_is_refused(tmp_path, model, tokenizer):
+    with pytest.raises(ValueError, match="map-style"):
+        trl.GRPOTrainer(
+            model=model,
+            reward_funcs=RewardLog(),
+            args=grpo_args(tmp_path, max_steps=2),
+            train_dataset=prompt_dataset(16).to_iterable_dataset(),
+            processing_class=tokenizer,
+            callbacks=[KGPSCallback()],
+        )
+
+
+def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokenizer):
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=grpo_args(tmp_path, max_steps=2, per_device_train_batch_size=8, steps_per_generation=4),
+        train_dataset=prompt_dataset(4),
+        processing_class=tokenizer,
+        callbacks=[KGPSCallback()],
+    )
+    with pytest.raises(ValueError, match="8 distinct prompts, but the dataset has only 4"):
+        trainer.train()
+
+
+def test_delta_norm_matches_full_precision_copies(tmp_path, model, tokenizer):
+    trainer, kgps, events = train(tmp_path, model, tokenizer, max_steps=6, learning_rate=1e-6)
+    oracle = [e[1] for e in events if e[0] == "norm"]
+    logged = [entry["kgps/delta_norm"] for entry in trainer.state.log_history if "kgps/delta_norm" in entry]
+    assert len(oracle) == len(logged) == 6 and min(oracle) > 0
+    # lr 1e-6 on float32 weights: steps far below bf16's resolution, measured exactly
+    np.testing.assert_allclose(logged, oracle, rtol=1e-9)
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())

@@ -1,0 +1,93 @@
+"""From the rewards a trainer computed to the binary outcomes KGPS observes: successes and scored rollouts."""
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+
+logger = logging.getLogger(__name__)
+
+
+class SuccessRule:
+    """
+    Which completions count as successes, and which count at all.
+
+    KGPS models binomial outcomes. A completion *counts* (toward `k`) when it has a usable reward, and *succeeds*
+    (toward `s`) when that reward reaches `threshold`:
+
+    - with `success_reward` set: the named reward function's value; a `None`/NaN there means no usable reward;
+    - otherwise: the trainer's weighted total, `sum_f w_f r_f` over the reward functions that returned a value;
+      a completion for which every function returned `None`/NaN does not count.
+
+    Rewards that are not all 0 or 1 (format bonuses, length penalties, partial credit) still follow the rule, and
+    a warning says so once, with the fix.
+
+    Args:
+        reward_names (`Sequence[str]`): the trainer's `reward_func_names`.
+        reward_weights (`Sequence[float]`): the trainer's `reward_weights`.
+        success_reward (`str`, *optional*): the reward function that decides success.
+        threshold (`float`): the least reward that is a success.
+    """
+
+    def __init__(
+        self,
+        reward_names: Sequence[str],
+        reward_weights: Sequence[float],
+        success_reward: str | None,
+        threshold: float,
+    ):
+        self.reward_names = list(reward_names)
+        self.threshold = threshold
+        self.column: int | None = None
+        if success_reward is not None:
+            if success_reward not in self.reward_names:
+                raise ValueError(
+                    f"success_reward={success_reward!r} is not one of the trainer's reward functions "
+                    f"{self.reward_names}. Set it to the name of the function that scores correctness."
+                )
+            self.column = self.reward_names.index(success_reward)
+        elif len(self.reward_names) > 1:
+            logger.warning(
+                "KGPS counts a completion as a success when the weighted sum of the rewards %s is >= %g. If some of "
+                "them are bonuses or penalties, set success_reward to the one that scores correctness.",
+                self.reward_names,
+                threshold,
+            )
+        self.weights = np.asarray(reward_weights, dtype=np.float64)
+        self._warned_non_binary = False
+
+    def describe(self) -> str:
+        if self.column is not None:
+            return f"{self.reward_names[self.column]} >= {self.threshold:g}"
+        if len(self.reward_names) == 1:
+            return f"{self.reward_names[0]} >= {self.threshold:g}"
+        return f"weighted sum of {self.reward_names} >= {self.threshold:g}"
+
+    def __call__(self, rewards_per_func: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """
+        Args:
+            rewards_per_func (`np.ndarray` of shape `(completions, reward_functions)`): NaN where a function
+                returned `None`.
+
+        Returns:
+            `(success, counted)`: boolean arrays of shape `(completions,)`; `success` implies `counted`.
+        """
+        if self.column is not None:
+            values = rewards_per_func[:, self.column]
+            counted = ~np.isnan(values)
+        else:
+            counted = ~np.isnan(rewards_per_func).all(axis=1)
+            values = np.nansum(rewards_per_func * self.weights, axis=1)
+        usable = values[counted]
+        if not self._warned_non_binary and usable.size and not np.isin(usable, (0.0, 1.0)).all():
+            odd = usable[~np.isin(usable, (0.0, 1.0))][0]
+            logger.warning(
+                "KGPS needs binary outcomes; the rewards it reads are not all 0 or 1 (e.g. %g), so it counts a "
+                "completion as a success when %s. If a format bonus or a length penalty is mixed in, set "
+                "success_reward to the reward function that scores correctness (and success_threshold if needed).",
+                odd,
+                self.describe(),
+            )
+            self._warned_non_binary = True
+        return counted & (values >= self.threshold), counted
