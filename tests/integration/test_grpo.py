@@ -66,7 +66,7 @@ class SpyKGPS(KGPSCallback):
         super()._on_new_batch(batch, lag)
 
 
-def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, **args):
+def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, trainer_kwargs=None, **args):
     events = [] if events is None else events
     kgps = SpyKGPS(config or KGPSConfig())
     trainer = trl.GRPOTrainer(
@@ -76,6 +76,7 @@ def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, 
         train_dataset=prompt_dataset(num_prompts),
         processing_class=tokenizer,
         callbacks=[NormLog(events), kgps],
+        **(trainer_kwargs or {}),
     )
     trainer.train()
     return trainer, kgps, events

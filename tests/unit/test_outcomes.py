@@ -1,0 +1,64 @@
+"""Rewards to binomial outcomes, and the estimation metrics."""
+
+import logging
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from trl_kgps._metrics import spearman
+from trl_kgps._outcomes import SuccessRule
+
+
+NAN = np.nan
+
+
+def test_single_reward_threshold_and_missing_rewards():
+    rule = SuccessRule(["accuracy"], [1.0], None, 0.5)
+    success, counted = rule(np.array([[1.0], [0.0], [NAN], [1.0]]))
+    np.testing.assert_array_equal(success, [True, False, False, True])
+    np.testing.assert_array_equal(counted, [True, True, False, True])
+
+
+def test_weighted_sum_counts_a_completion_unless_every_reward_is_missing(caplog):
+    with caplog.at_level(logging.WARNING):
+        rule = SuccessRule(["accuracy", "format"], [1.0, 0.5], None, 1.0)
+    assert "success_reward" in caplog.text
+    rewards = np.array([[1.0, 0.0], [0.0, 1.0], [NAN, 1.0], [NAN, NAN], [1.0, NAN]])
+    success, counted = rule(rewards)
+    # totals: 1.0, 0.5, 0.5 (accuracy missing), none, 1.0
+    np.testing.assert_array_equal(success, [True, False, False, False, True])
+    np.testing.assert_array_equal(counted, [True, True, True, False, True])
+
+
+def test_named_reward_decides_and_its_missing_values_do_not_count():
+    rule = SuccessRule(["format", "accuracy"], [1.0, 1.0], "accuracy", 0.5)
+    success, counted = rule(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, NAN]]))
+    np.testing.assert_array_equal(success, [False, True, False])
+    np.testing.assert_array_equal(counted, [True, True, False])
+
+
+def test_unknown_reward_name_is_refused():
+    with pytest.raises(ValueError, match="'correctness' is not one of the trainer's reward functions"):
+        SuccessRule(["accuracy"], [1.0], "correctness", 0.5)
+
+
+def test_non_binary_rewards_warn_once_with_the_fix(caplog):
+    rule = SuccessRule(["score"], [1.0], None, 0.5)
+    with caplog.at_level(logging.WARNING):
+        rule(np.array([[0.3], [0.9]]))
+        rule(np.array([[0.7]]))
+    assert caplog.text.count("not all 0 or 1") == 1
+    assert "success_reward" in caplog.text
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_spearman_matches_scipy_with_ties(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 5, 40).astype(float)
+    b = a + rng.integers(0, 3, 40)
+    assert spearman(a, b) == pytest.approx(stats.spearmanr(a, b).statistic, abs=1e-12)
+
+
+def test_spearman_is_nan_for_a_constant_side():
+    assert np.isnan(spearman(np.ones(5), np.arange(5.0)))
