@@ -202,7 +202,9 @@ class KGPSCallback(TrainerCallback):
             self.trainer.accelerator.device,
         )
         self._log(
-            {"kgps/lag": lag, "kgps/select_ms": 1e3 * self.sampler.last_select_seconds} if not warmup else {"kgps/lag": lag}
+            {"kgps/lag": lag, "kgps/select_ms": 1e3 * self.sampler.last_select_seconds}
+            if not warmup
+            else {"kgps/lag": lag}
         )
 
     # Observations ----------------------------------------------------------------------------------------------

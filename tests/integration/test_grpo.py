@@ -3,83 +3,12 @@
 import numpy as np
 import pytest
 import torch
-from conftest import RewardLog, grpo_args, prompt_dataset
-from transformers import TrainerCallback
+from harness import RewardLog, grpo_args, prompt_dataset, replay, train
 
 from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
 
 
 trl = pytest.importorskip("trl")
-
-
-class NormLog(TrainerCallback):
-    """Records ||theta_t - theta_{t-1}||_2 after every optimizer step from full float64 copies: the oracle."""
-
-    def __init__(self, events):
-        self.events = events
-
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.copies = [p.detach().double().clone() for p in self.params]
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        squares = 0.0
-        for p, copy in zip(self.params, self.copies):
-            squares += float(((p.detach().double() - copy) ** 2).sum())
-            copy.copy_(p.detach())
-        self.events.append(("norm", squares**0.5))
-
-
-def replay(events, num_prompts, warmup_batches, config=None, seed=0):
-    """Algorithm 1 fed the logged observations and norms, in the order they happened."""
-    reference = KGPSSelector(num_prompts, config, seed=seed)
-    observed = np.zeros(num_prompts, dtype=bool)
-    scored_batches = 0
-    for event in events:
-        if event[0] == "norm":
-            if scored_batches >= warmup_batches:
-                reference.predict(event[1])
-            continue
-        _, idx, rewards = event
-        idx, rewards = np.asarray(idx), np.asarray(rewards)
-        prompts = np.unique(idx)
-        s = np.array([rewards[idx == i].sum() for i in prompts])
-        k = np.array([(idx == i).sum() for i in prompts])
-        if scored_batches < warmup_batches:
-            first = ~observed[prompts]
-            reference.initialize(prompts[first], s[first], k[first])
-            reference.update(prompts[~first], s[~first], k[~first])
-        else:
-            reference.update(prompts, s, k)
-        observed[prompts] = True
-        scored_batches += 1
-    return reference
-
-
-class SpyKGPS(KGPSCallback):
-    """Records the lag of every batch the sampler chooses."""
-
-    lags: list
-
-    def _on_new_batch(self, batch, lag):
-        self.lags = getattr(self, "lags", []) + [lag]
-        super()._on_new_batch(batch, lag)
-
-
-def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, trainer_kwargs=None, **args):
-    events = [] if events is None else events
-    kgps = SpyKGPS(config or KGPSConfig())
-    trainer = trl.GRPOTrainer(
-        model=model,
-        reward_funcs=RewardLog(events=events),
-        args=grpo_args(tmp_path, **args),
-        train_dataset=prompt_dataset(num_prompts),
-        processing_class=tokenizer,
-        callbacks=[NormLog(events), kgps],
-        **(trainer_kwargs or {}),
-    )
-    trainer.train()
-    return trainer, kgps, events
 
 
 @pytest.mark.parametrize(

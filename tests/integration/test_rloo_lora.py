@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import RewardLog, prompt_dataset
-from test_grpo import NormLog, replay, train
+from harness import NormLog, RewardLog, prompt_dataset, replay, train
 
 from trl_kgps import KGPSCallback, KGPSConfig
 
@@ -48,7 +47,9 @@ def test_lora_measures_the_adapters_only(tmp_path, model, tokenizer):
 
     events = []
     peft_config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
-    trainer, kgps, events = train(tmp_path, model, tokenizer, max_steps=14, events=events, trainer_kwargs={"peft_config": peft_config})
+    trainer, kgps, events = train(
+        tmp_path, model, tokenizer, max_steps=14, events=events, trainer_kwargs={"peft_config": peft_config}
+    )
     trainable = [name for name, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
     assert len(kgps._delta.parameters) == len(trainable)

@@ -26,7 +26,9 @@ def test_exact_for_float32_steps_below_bfloat16_resolution():
     got, oracle = step_and_norm(parameters, delta, update)
     assert got == pytest.approx(oracle, rel=1e-9)
     # the same norm from a bfloat16 copy is dominated by rounding
-    bf16 = sum(float(((p.detach() - (p.detach() - u).bfloat16().float()) ** 2).sum()) for p, u in zip(parameters, update))
+    bf16 = sum(
+        float(((p.detach() - (p.detach() - u).bfloat16().float()) ** 2).sum()) for p, u in zip(parameters, update)
+    )
     assert abs(bf16**0.5 - oracle) > 10 * oracle
     got, oracle = step_and_norm(parameters, delta, [torch.zeros_like(p) for p in parameters])
     assert got == oracle == 0.0

@@ -1,0 +1,60 @@
+"""Two CPU processes under torchrun (gloo): DDP with GRPOTrainer, and FSDP2-sharded parameters."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "integration"))
+
+from harness import build_model, replay  # noqa: E402
+
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+
+def torchrun(script, *args, cwd):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(HERE / script), *args]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+
+
+def test_ddp_ranks_select_identically_from_gathered_rewards(tmp_path):
+    torchrun("grpo_two_ranks.py", str(tmp_path), cwd=tmp_path)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["batches"] == ranks[1]["batches"]
+    assert ranks[0]["mean"] == ranks[1]["mean"] and ranks[0]["variance"] == ranks[1]["variance"]
+    # Each rank's reward function scored its own half of every generation batch; the selectors saw both halves.
+    scored = [[e for e in rank["events"] if e[0] == "scored"] for rank in ranks]
+    assert len(scored[0]) == len(scored[1]) > ranks[0]["warmup_batches"]
+    merged, halves = [], iter(zip(*scored))
+    for event in ranks[0]["events"]:
+        if event[0] == "norm":
+            merged.append(event)
+        else:
+            (_, idx0, r0), (_, idx1, r1) = next(halves)
+            merged.append(("scored", idx0 + idx1, r0 + r1))
+    for (_, idx, _), batch in zip((e for e in merged if e[0] == "scored"), ranks[0]["batches"]):
+        assert idx == np.repeat(batch, 4).tolist()
+    reference = replay(merged, 12, ranks[0]["warmup_batches"])
+    np.testing.assert_allclose(ranks[0]["mean"], reference.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ranks[0]["variance"], reference.variance, rtol=1e-5, atol=1e-6)
+    # DDP replicates the parameters: the all-reduced norm counts them once.
+    oracle = [e[1] for e in ranks[0]["events"] if e[0] == "norm"]
+    np.testing.assert_allclose(ranks[0]["delta_norms"], oracle, rtol=1e-9)
+
+
+def test_fsdp2_sharded_delta_norm_equals_the_single_process_norm(tmp_path):
+    build_model(80).save_pretrained(tmp_path / "model")
+    torchrun("fsdp_delta_norm.py", str(tmp_path / "model"), str(tmp_path / "out.json"), cwd=tmp_path)
+    ranks = [json.loads((tmp_path / f"out.{r}.json").read_text()) for r in (0, 1)]
+    for rank in ranks:
+        assert rank["sharded"] == rank["params"] > 0, "the parameters were not sharded"
+        assert rank["norm"] == pytest.approx(rank["reference"], rel=1e-12)

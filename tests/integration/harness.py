@@ -1,0 +1,162 @@
+"""Builders for real TRL runs on a tiny model made from a config and a tokenizer trained here (no Hub access), and
+the oracles the tests compare KGPS with."""
+
+import os
+
+import numpy as np
+from transformers import TrainerCallback
+
+from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def build_tokenizer(words):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<pad>", "<eos>", "<unk>"]
+    vocab = {token: i for i, token in enumerate(special + sorted(set(words)))}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+def build_model(vocab_size, seed=0):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
+
+
+def prompt_dataset(num_prompts):
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": [f"p{i} a b" for i in range(num_prompts)], "idx": list(range(num_prompts))})
+
+
+def grpo_args(tmp_path, **overrides):
+    from trl import GRPOConfig
+
+    kwargs = dict(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=4,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+    )
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
+
+
+class RewardLog:
+    """A deterministic-per-seed 0/1 reward that records which dataset index got which reward."""
+
+    __name__ = "logged_reward"
+
+    def __init__(self, seed=0, events=None):
+        self.rng = np.random.default_rng(seed)
+        self.events = [] if events is None else events
+        self.base = self.rng.uniform(0.1, 0.9, 1000)
+
+    def __call__(self, prompts, completions, idx, **kwargs):
+        rewards = [float(self.rng.uniform() < self.base[i]) for i in idx]
+        self.events.append(("scored", list(idx), rewards))
+        return rewards
+
+
+class NormLog(TrainerCallback):
+    """Records ||theta_t - theta_{t-1}||_2 after every optimizer step from full float64 copies: the oracle."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.copies = [p.detach().double().clone() for p in self.params]
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        squares = 0.0
+        for p, copy in zip(self.params, self.copies):
+            squares += float(((p.detach().double() - copy) ** 2).sum())
+            copy.copy_(p.detach())
+        self.events.append(("norm", squares**0.5))
+
+
+def replay(events, num_prompts, warmup_batches, config=None, seed=0):
+    """Algorithm 1 fed the logged observations and norms, in the order they happened."""
+    reference = KGPSSelector(num_prompts, config, seed=seed)
+    observed = np.zeros(num_prompts, dtype=bool)
+    scored_batches = 0
+    for event in events:
+        if event[0] == "norm":
+            if scored_batches >= warmup_batches:
+                reference.predict(event[1])
+            continue
+        _, idx, rewards = event
+        idx, rewards = np.asarray(idx), np.asarray(rewards)
+        prompts = np.unique(idx)
+        s = np.array([rewards[idx == i].sum() for i in prompts])
+        k = np.array([(idx == i).sum() for i in prompts])
+        if scored_batches < warmup_batches:
+            first = ~observed[prompts]
+            reference.initialize(prompts[first], s[first], k[first])
+            reference.update(prompts[~first], s[~first], k[~first])
+        else:
+            reference.update(prompts, s, k)
+        observed[prompts] = True
+        scored_batches += 1
+    return reference
+
+
+class SpyKGPS(KGPSCallback):
+    """Records every batch the sampler chooses, and its lag."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batches, self.lags = [], []
+
+    def _on_new_batch(self, batch, lag):
+        self.batches.append(batch.tolist())
+        self.lags.append(lag)
+        super()._on_new_batch(batch, lag)
+
+
+def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, trainer_kwargs=None, **args):
+    events = [] if events is None else events
+    kgps = SpyKGPS(config or KGPSConfig())
+    from trl import GRPOTrainer
+
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(events=events),
+        args=grpo_args(tmp_path, **args),
+        train_dataset=prompt_dataset(num_prompts),
+        processing_class=tokenizer,
+        callbacks=[NormLog(events), kgps],
+        **(trainer_kwargs or {}),
+    )
+    trainer.train()
+    return trainer, kgps, events
