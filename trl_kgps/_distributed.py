@@ -13,6 +13,9 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 
+_BLOCK = 1 << 20  # elements per block of the delta norm: its float64 copy (8 MiB) stays in cache
+
+
 def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
@@ -85,17 +88,40 @@ class ParameterDelta:
         """The norm of the change since the last `reset()` or `step()`, and a new reference copy. Collective."""
         if self.snapshots is None:
             raise RuntimeError("ParameterDelta.step() before reset(): there is no reference copy to compare with.")
-        total = None
-        for (values, replicas, scale), snapshot in zip(self._tracked(), self.snapshots):
-            diff = values.double() - snapshot.double()
-            square = torch.dot(diff, diff) * (scale / replicas)
-            total = square if total is None else total + square
-            snapshot.copy_(values)
-        if total is None:
+        tracked = list(self._tracked())
+        if not tracked:
             return 0.0
+        total = torch.zeros((), dtype=torch.float64, device=tracked[0][0].device)
+        # Small tensors in one fused pass (per-tensor calls would cost more than the arithmetic), large ones in blocks.
+        small = [i for i, (values, _, _) in enumerate(tracked) if values.numel() <= _BLOCK]
+        if small:
+            values = [_exact(tracked[i][0]) for i in small]
+            old = [_exact(self.snapshots[i]) for i in small]
+            norms = torch._foreach_norm(torch._foreach_sub(values, old), 2, dtype=torch.float64)
+            weights = torch.tensor([tracked[i][2] / tracked[i][1] for i in small], dtype=torch.float64)
+            total += (torch.stack(norms).to(weights.device) ** 2 * weights).sum().to(total.device)
+            torch._foreach_copy_([self.snapshots[i] for i in small], [tracked[i][0] for i in small])
+        for i in sorted(set(range(len(tracked))) - set(small)):
+            values, replicas, scale = tracked[i]
+            total += _squared_change(values, self.snapshots[i]) * (scale / replicas)
         if world_size() > 1:
             dist.all_reduce(total)
         return float(total.sqrt())
+
+
+def _exact(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` in a dtype where the difference of two of its values is exact: float32 for bf16 and fp16."""
+    return tensor if tensor.dtype in (torch.float32, torch.float64) else tensor.float()
+
+
+def _squared_change(values: torch.Tensor, snapshot: torch.Tensor) -> torch.Tensor:
+    """`sum((values - snapshot)^2)` in float64, and `snapshot <- values`, a cache-sized block at a time."""
+    total = torch.zeros((), dtype=torch.float64, device=values.device)
+    for new, old in zip(values.split(_BLOCK), snapshot.split(_BLOCK)):
+        diff = (_exact(new) - _exact(old)).double()
+        total += torch.dot(diff, diff)
+        old.copy_(new)
+    return total
 
 
 def fingerprint(*arrays: np.ndarray) -> int:
