@@ -20,8 +20,9 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_python_snippets_run():
     snippets = re.findall(r"```python\n(.*?)```", README, flags=re.S)
-    assert snippets
-    for code in snippets:
+    runnable = [code for code in snippets if "=..." not in code]  # templates with `model=...` placeholders aside
+    assert runnable
+    for code in runnable:
         exec(compile(code, "README.md", "exec"), {})
 
 
