@@ -48,3 +48,18 @@ def test_example_tracks_drifting_prompts():
     out = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, check=True).stdout
     first, last = map(float, re.search(r"first quarter ([\d.]+), last quarter ([\d.]+)", out).groups())
     assert 0 < last < 0.3 and 0 < first < 0.4
+
+
+def test_accelerate_configs_load():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    configs = sorted((ROOT / "examples" / "accelerate_configs").glob("*.yaml"))
+    kinds = {path.stem: str(load_config_from_file(str(path)).distributed_type) for path in configs}
+    assert kinds == {
+        "deepspeed_zero2": "DEEPSPEED",
+        "deepspeed_zero3": "DEEPSPEED",
+        "fsdp2": "FSDP",
+        "multi_gpu": "MULTI_GPU",
+    }
+    for stem in kinds:
+        assert f"examples/accelerate_configs/{stem}.yaml" in README + (ROOT / "docs" / "trl.md").read_text()
