@@ -54,7 +54,7 @@ def test_accelerate_configs_load():
     from accelerate.commands.config.config_args import load_config_from_file
 
     configs = sorted((ROOT / "examples" / "accelerate_configs").glob("*.yaml"))
-    kinds = {path.stem: str(load_config_from_file(str(path)).distributed_type) for path in configs}
+    kinds = {path.stem: load_config_from_file(str(path)).distributed_type.value for path in configs}
     assert kinds == {
         "deepspeed_zero2": "DEEPSPEED",
         "deepspeed_zero3": "DEEPSPEED",
