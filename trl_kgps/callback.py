@@ -194,18 +194,16 @@ class KGPSCallback(TrainerCallback):
 
     def _on_new_batch(self, batch: np.ndarray, lag: int) -> None:
         selector = self.selector
-        warmup = self.sampler.batches_chosen <= self.sampler.warmup_batches
         self._predictions.append(selector.predicted_success(batch))
         check_ranks_agree(
             f"the prompts of generation batch {self.sampler.batches_chosen}",
             fingerprint(batch, selector.mean[batch]),
             self.trainer.accelerator.device,
         )
-        self._log(
-            {"kgps/lag": lag, "kgps/select_ms": 1e3 * self.sampler.last_select_seconds}
-            if not warmup
-            else {"kgps/lag": lag}
-        )
+        metrics = {"kgps/lag": lag}
+        if self.sampler.batches_chosen > self.sampler.warmup_batches:  # chosen by the selector, not the warmup
+            metrics["kgps/select_ms"] = 1e3 * self.sampler.last_select_seconds
+        self._log(metrics)
 
     # Observations ----------------------------------------------------------------------------------------------
 

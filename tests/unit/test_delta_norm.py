@@ -57,7 +57,7 @@ class ZeroThreePartition(torch.nn.Parameter):
 def test_zero3_partitions_are_read_from_ds_tensor_and_counted_once():
     partition = torch.randn(64)
     param = ZeroThreePartition(partition)
-    local, replicas = _local_shard(param)
+    local, replicas = _local_shard(param, world=4)
     assert local is partition and replicas == 1
     delta = ParameterDelta([param])
     delta.reset()
@@ -66,7 +66,8 @@ def test_zero3_partitions_are_read_from_ds_tensor_and_counted_once():
 
 
 def test_plain_parameters_count_as_replicated_on_every_rank():
-    assert _local_shard(torch.nn.Parameter(torch.ones(3)))[1] == 1  # one process: world size 1
+    # DDP and ZeRO-1/2 hold the whole parameter on every rank
+    assert _local_shard(torch.nn.Parameter(torch.ones(3)), world=4)[1] == 4
 
 
 @pytest.mark.parametrize("sample", [0.1, 0.01])
