@@ -155,6 +155,15 @@ def fingerprint(*arrays: np.ndarray) -> int:
     return checksum
 
 
+def ranks_all(flag: bool, device: torch.device | str = "cpu") -> bool:
+    """Whether `flag` holds on every rank. Collective; free on one process."""
+    if world_size() == 1:
+        return flag
+    value = torch.tensor([int(flag)], dtype=torch.int64, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    return bool(value.item())
+
+
 def check_ranks_agree(what: str, value: int, device: torch.device | str = "cpu") -> None:
     """All-gathers `value` (an int) and raises if any rank differs. Collective; free on one process."""
     if world_size() == 1:

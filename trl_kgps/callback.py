@@ -15,6 +15,7 @@ across ranks.
 
 import inspect
 import logging
+import os
 from collections import deque
 from typing import Any
 
@@ -22,8 +23,10 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ._distributed import ParameterDelta, check_ranks_agree, fingerprint
+from . import _checkpoint as checkpoint
+from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, ranks_all
 from ._metrics import spearman
 from ._outcomes import SuccessRule
 from .config import KGPSConfig
@@ -87,6 +90,7 @@ class KGPSCallback(TrainerCallback):
         self._observed: np.ndarray | None = None  # bool (N,): prompts with at least one scored rollout
         self._predictions: deque[np.ndarray] = deque()  # sigmoid(m) of each pending batch, when it was chosen
         self._batches_scored = 0
+        self._last_scored: np.ndarray | None = None  # the last batch observed, which TRL may regenerate on resume
         if trainer is not None:
             self.attach(trainer)
 
@@ -120,6 +124,14 @@ class KGPSCallback(TrainerCallback):
             return rewards_per_func
 
         trainer._calculate_rewards = _calculate_rewards
+        load_optimizer_and_scheduler = trainer._load_optimizer_and_scheduler
+
+        def _load_optimizer_and_scheduler(checkpoint):
+            load_optimizer_and_scheduler(checkpoint)
+            if checkpoint is not None:
+                self._resume_from(checkpoint)
+
+        trainer._load_optimizer_and_scheduler = _load_optimizer_and_scheduler
         return self
 
     def on_init_end(self, args, state, control, **kwargs):
@@ -210,16 +222,12 @@ class KGPSCallback(TrainerCallback):
     def _observe(self, rewards_per_func: torch.Tensor, inputs: list[dict[str, Any]]) -> None:
         """Feeds one scored generation batch (rewards of every rank, shape `(B * G, F)`) to the selector."""
         warmup = self.in_warmup
-        batch = self.sampler.pop_scored()
-        predicted = self._predictions.popleft()
         G = self.sampler.mini_repeat_count
         rewards = rewards_per_func.detach().float().cpu().numpy()
-        if rewards.shape[0] != batch.size * G:
-            raise RuntimeError(
-                f"The trainer scored {rewards.shape[0]} completions, but the generation batch KGPS chose has "
-                f"{batch.size} prompts x {G} generations. KGPS cannot attribute these rewards to prompts."
-            )
-        self._check_alignment(np.repeat(batch, G), inputs)
+        scored = self._pop_scored(rewards.shape[0], inputs)
+        if scored is None:
+            return
+        batch, predicted = scored
         success, counted = self.rule(rewards)
         s = success.reshape(-1, G).sum(axis=1)
         k = counted.reshape(-1, G).sum(axis=1)
@@ -243,21 +251,50 @@ class KGPSCallback(TrainerCallback):
                     metrics["kgps/spearman"] = rho
         self._log(metrics)
 
-    def _check_alignment(self, expected: np.ndarray, inputs: list[dict[str, Any]]) -> None:
-        """This rank's first and last scored prompt must be the dataset's rows at their positions in the batch."""
+    def _pop_scored(self, completions: int, inputs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray] | None:
+        """
+        The pending batch the trainer has just scored, and its predicted success. It is the oldest one, except when a
+        run resumed without KGPS state: the batches the trainer skipped to reach its step were never scored, and
+        are dropped. Every rank checks its own slice of the batch and all must agree, or this raises.
+        """
+        G = self.sampler.mini_repeat_count
+        device = self.trainer.accelerator.device
+
+        def scored(batch: np.ndarray) -> bool:
+            fits = batch.size * G == completions and self._is_scored(np.repeat(batch, G), inputs)
+            return ranks_all(fits, device)
+
+        position = next((i for i, batch in enumerate(self.sampler.pending) if scored(batch)), None)
+        if position is None:
+            if self._last_scored is not None and scored(self._last_scored):
+                # TRL does not checkpoint its generation counter: resumed inside a batch's steps, it generates and
+                # scores that batch again. Its outcomes were observed before the checkpoint; counting them twice
+                # would tell the filter it saw twice the rollouts.
+                logger.warning("KGPS ignores the rewards of a generation batch regenerated after resuming.")
+                return None
+            raise RuntimeError(
+                f"The trainer scored {completions} completions that match none of the {len(self.sampler.pending)} "
+                "generation batches KGPS chose and awaits: the data loader does not follow the sampler's order (a "
+                "custom dataloader or collator that reorders rows?), so KGPS cannot attribute rewards to prompts."
+            )
+        if position:
+            logger.warning("KGPS drops %d generation batches the trainer skipped without scoring them.", position)
+        for _ in range(position):
+            self.sampler.pop_scored()
+            self._predictions.popleft()
+        self._last_scored = self.sampler.pop_scored()
+        return self._last_scored, self._predictions.popleft()
+
+    def _is_scored(self, expected: np.ndarray, inputs: list[dict[str, Any]]) -> bool:
+        """Whether this rank's first and last scored prompts are the dataset rows `expected` puts there."""
         start = self.trainer.accelerator.process_index * len(inputs)
         dataset = self.sampler.data_source
         for position in (0, len(inputs) - 1):
-            row = inputs[position]
-            if "prompt" not in row:
-                return
-            index = int(expected[start + position])
-            if dataset[index]["prompt"] != row["prompt"]:
-                raise RuntimeError(
-                    f"KGPS expected the trainer to score dataset row {index} at position {start + position} of the "
-                    "generation batch, but it scored another prompt: the data loader does not follow the sampler's "
-                    "order (a custom dataloader or collator that reorders rows?)."
-                )
+            if "prompt" not in inputs[position]:
+                return True
+            if dataset[int(expected[start + position])]["prompt"] != inputs[position]["prompt"]:
+                return False
+        return True
 
     # Process noise ---------------------------------------------------------------------------------------------
 
@@ -268,6 +305,84 @@ class KGPSCallback(TrainerCallback):
             metrics["kgps/process_noise"] = self.selector.process_noise(norm)
             self.selector.predict(norm)
         self._log(metrics)
+
+    # Checkpoints ----------------------------------------------------------------------------------------------
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.sampler is None or not state.is_world_process_zero:
+            return
+        directory = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        checkpoint.save(os.path.join(directory, checkpoint.STATE_FILE), *self._state())
+
+    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Everything a resumed run needs to continue exactly: the selector, the sampler, the observations."""
+        selector, sampler = self.selector.state_dict(), self.sampler.state_dict()
+        arrays = {
+            "mean": selector["mean"],
+            "variance_base": selector["variance_base"],
+            "observed": self._observed,
+            "predictions": np.asarray(list(self._predictions), dtype=np.float64).reshape(-1, self.sampler.batch_size),
+            "epoch_batches": sampler["epoch_batches"],
+            "pending": sampler["pending"],
+            "last_scored": np.asarray([] if self._last_scored is None else self._last_scored, dtype=np.int64),
+        }
+        meta = {
+            "selector_version": selector["version"],
+            "num_prompts": selector["num_prompts"],
+            "variance_offset": selector["variance_offset"],
+            "rng_state": selector["rng_state"],
+            "batch_size": self.sampler.batch_size,
+            "batches_chosen": sampler["batches_chosen"],
+            "batches_scored": self._batches_scored,
+        }
+        return arrays, meta
+
+    def _resume_from(self, directory: str) -> None:
+        """Restores the state saved in `directory`, or raises before changing anything."""
+        path = os.path.join(directory, checkpoint.STATE_FILE)
+        if not os.path.exists(path) and self.config.restart_on_missing_state:
+            logger.warning(
+                "%s holds no KGPS state: the estimator starts afresh (restart_on_missing_state).", directory
+            )
+            return
+        arrays, meta = checkpoint.load(path)
+        try:
+            num_prompts, batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
+            if (num_prompts, batch_size) != (self.sampler.num_samples, self.sampler.batch_size):
+                raise ValueError(
+                    f"it was saved for {num_prompts} prompts in batches of {batch_size}, but this run has "
+                    f"{self.sampler.num_samples} prompts in batches of {self.sampler.batch_size}"
+                )
+            observed = arrays["observed"].astype(bool)
+            predictions = arrays["predictions"]
+            if observed.shape != (num_prompts,) or predictions.shape != arrays["pending"].shape:
+                raise ValueError("its arrays do not fit together")
+            selector_state = {
+                "version": meta["selector_version"],
+                "num_prompts": num_prompts,
+                "mean": arrays["mean"],
+                "variance_base": arrays["variance_base"],
+                "variance_offset": meta["variance_offset"],
+                "rng_state": meta["rng_state"],
+            }
+            sampler_state = {
+                "batches_chosen": meta["batches_chosen"],
+                "epoch_batches": arrays["epoch_batches"],
+                "pending": arrays["pending"],
+            }
+            scratch = KGPSRepeatSampler(range(num_prompts), 1, batch_size, selector=KGPSSelector(num_prompts))
+            scratch.load_state_dict(sampler_state)  # validates without touching this run's sampler
+            KGPSSelector(num_prompts, self.config).load_state_dict(selector_state)
+        except (KeyError, ValueError, TypeError) as error:
+            raise ValueError(
+                f"{path} does not fit this run: {error}. Resume with the dataset and batch size it was saved with."
+            ) from None
+        self.selector.load_state_dict(selector_state)
+        self.sampler.load_state_dict(sampler_state)
+        self._observed = observed
+        self._predictions = deque(predictions)
+        self._batches_scored = int(meta["batches_scored"])
+        self._last_scored = arrays["last_scored"] if arrays["last_scored"].size else None
 
     def _log(self, metrics: dict[str, float]) -> None:
         logged = getattr(self.trainer, "_metrics", None)

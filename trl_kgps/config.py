@@ -103,6 +103,14 @@ class KGPSConfig:
         },
     )
 
+    restart_on_missing_state: bool = field(
+        default=False,
+        metadata={
+            "help": "When resuming from a checkpoint that holds no KGPS state (saved without KGPSCallback), start the "
+            "estimator afresh (with a warning) instead of raising."
+        },
+    )
+
     def __post_init__(self):
         _check_real("gamma", self.gamma, minimum=0.0, fix="use a non-negative value such as the paper's 0.1")
         _check_real(

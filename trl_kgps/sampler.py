@@ -84,6 +84,8 @@ class KGPSRepeatSampler(Sampler[int]):
         self.on_new_batch: Callable[[np.ndarray, int], None] | None = None  # (batch, lag) after each choice
         self.batches_chosen = 0
         self.last_select_seconds = 0.0
+        self.epoch_batches: list[np.ndarray] = []  # the batches of the epoch being iterated, in order
+        self._replay: list[np.ndarray] = []
         self._warned_small_pool = False
 
     def set_epoch(self, epoch: int) -> None:
@@ -102,13 +104,21 @@ class KGPSRepeatSampler(Sampler[int]):
         return self.batches_per_epoch * self.batch_size * self.mini_repeat_count * self.repeat_count
 
     def __iter__(self) -> Iterator[int]:
-        for _ in range(self.batches_per_epoch):
-            batch = self._next_batch()
-            lag = len(self.pending)
-            self.pending.append(batch)
-            self.batches_chosen += 1
-            if self.on_new_batch is not None:
-                self.on_new_batch(batch, lag)
+        # After a resume, the epoch starts with the batches it had chosen before the checkpoint: the trainer skips
+        # those it had trained on and trains on the others, which are still pending.
+        replay, self._replay = self._replay, []
+        self.epoch_batches = []
+        for position in range(self.batches_per_epoch):
+            if position < len(replay):
+                batch = replay[position]
+            else:
+                batch = self._next_batch()
+                lag = len(self.pending)
+                self.pending.append(batch)
+                self.batches_chosen += 1
+                if self.on_new_batch is not None:
+                    self.on_new_batch(batch, lag)
+            self.epoch_batches.append(batch)
             # e.g. batch [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
             for _ in range(self.repeat_count):
                 for index in batch.tolist():
@@ -141,6 +151,32 @@ class KGPSRepeatSampler(Sampler[int]):
         batch = self.selector.select(self.batch_size, exclude=exclude)
         self.last_select_seconds = time.perf_counter() - start
         return batch
+
+    def state_dict(self) -> dict[str, np.ndarray | int]:
+        """Where the sampler stands: batches chosen so far, this epoch's batches, those awaiting rewards."""
+        return {
+            "batches_chosen": self.batches_chosen,
+            "epoch_batches": np.asarray(self.epoch_batches, dtype=np.int64).reshape(-1, self.batch_size),
+            "pending": np.asarray(list(self.pending), dtype=np.int64).reshape(-1, self.batch_size),
+        }
+
+    def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
+        """Restores a `state_dict()`; the next epoch iterated starts by replaying the saved epoch's batches."""
+        for name in ("epoch_batches", "pending"):
+            rows = np.asarray(state[name])
+            if (
+                rows.ndim != 2
+                or rows.shape[1] != self.batch_size
+                or (rows.size and (rows.min() < 0 or rows.max() >= self.num_samples))
+            ):
+                raise ValueError(
+                    f"The saved sampler's {name} has shape {rows.shape}, for batches of {self.batch_size} prompts "
+                    f"out of {self.num_samples}: it was saved for another dataset or batch size."
+                )
+        self.batches_chosen = int(state["batches_chosen"])
+        self._replay = list(np.asarray(state["epoch_batches"]))
+        self.epoch_batches = list(self._replay)
+        self.pending = deque(np.asarray(state["pending"]))
 
     def pop_scored(self) -> np.ndarray:
         """The oldest batch awaiting its rewards, which the trainer has just scored."""

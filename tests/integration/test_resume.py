@@ -1,0 +1,79 @@
+"""Resuming from a checkpoint continues the very run that was interrupted: same prompts, same posterior."""
+
+import numpy as np
+import pytest
+from harness import SpyKGPS, StepReward, StopAt, build_model, grpo_args, prompt_dataset
+
+from trl_kgps import KGPSCallback, KGPSConfig
+
+
+trl = pytest.importorskip("trl")
+
+# (prompts, trainer arguments): lag 1 with two prompts a batch, lag 0 with four prompts a batch spanning two steps.
+CONFIGS = {
+    "lag1": (6, dict(per_device_train_batch_size=8)),
+    "lag0": (12, dict(per_device_train_batch_size=8, steps_per_generation=2)),
+}
+
+
+def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None):
+    kgps = SpyKGPS(KGPSConfig())
+    callbacks = [kgps] + ([StopAt(stop_at)] if stop_at else [])
+    trainer = trl.GRPOTrainer(
+        model=build_model(len(tokenizer)),
+        reward_funcs=StepReward(),
+        args=grpo_args(tmp_path, max_steps=8, **{"save_strategy": "steps", "save_steps": 4, **args}),
+        train_dataset=prompt_dataset(num_prompts),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return kgps
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_resume_continues_exactly(tmp_path, tokenizer, name):
+    num_prompts, args = CONFIGS[name]
+    straight = run(tmp_path / "straight", tokenizer, num_prompts, args)
+    first = run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=4)
+    assert (tmp_path / "split" / "checkpoint-4" / "kgps_state.npz").exists()
+    second = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(tmp_path / "split" / "checkpoint-4"))
+
+    resumed = first.batches + second.batches
+    assert len(straight.batches) > first.sampler.warmup_batches, "the run never left warmup"
+    assert resumed[: len(straight.batches)] == straight.batches
+    np.testing.assert_array_equal(second.selector.mean, straight.selector.mean)
+    np.testing.assert_array_equal(second.selector.variance, straight.selector.variance)
+
+
+def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path, tokenizer):
+    run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
+    (tmp_path / "checkpoint-4" / "kgps_state.npz").unlink()
+    with pytest.raises(ValueError, match="kgps_state.npz does not exist.*restart_on_missing_state"):
+        run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+    trainer = trl.GRPOTrainer(
+        model=build_model(len(tokenizer)),
+        reward_funcs=StepReward(),
+        args=grpo_args(tmp_path, max_steps=8, save_strategy="no", per_device_train_batch_size=8),
+        train_dataset=prompt_dataset(6),
+        processing_class=tokenizer,
+        callbacks=[KGPSCallback(KGPSConfig(restart_on_missing_state=True))],
+    )
+    trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    assert trainer.state.global_step == 8
+
+
+def test_state_of_another_dataset_is_refused(tmp_path, tokenizer):
+    run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
+    with pytest.raises(ValueError, match="saved for 6 prompts.*this run has 8 prompts"):
+        run(tmp_path, tokenizer, 8, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+
+
+def test_resume_inside_a_batch_does_not_count_its_regenerated_rewards(tmp_path, tokenizer):
+    """With steps_per_generation 2, checkpoint-3 lies inside a batch's two steps: TRL generates that batch again."""
+    num_prompts, args = CONFIGS["lag0"]
+    args = {**args, "save_steps": 3}
+    straight = run(tmp_path / "straight", tokenizer, num_prompts, args)
+    run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=3)
+    resumed = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(tmp_path / "split" / "checkpoint-3"))
+    assert resumed._batches_scored == straight._batches_scored == 4
