@@ -1,6 +1,7 @@
 """
-Run with `torchrun --nproc_per_node 2 grpo_two_ranks.py OUT_DIR`: GRPO with KGPS on two CPU processes (gloo, DDP).
-Each rank writes what it chose, what its reward function scored, its norms and its final selector state.
+Run with `torchrun --nproc_per_node 2 grpo_two_ranks.py OUT_DIR [--disagree]`: GRPO with KGPS on two CPU processes
+(gloo, DDP). Each rank writes what it chose, what its reward function scored, its norms and its final selector state.
+With `--disagree`, each rank is given its own seed, which KGPS must catch.
 """
 
 import json
@@ -19,12 +20,13 @@ from trl import GRPOTrainer  # noqa: E402
 from trl_kgps import KGPSConfig  # noqa: E402
 
 
-def main(out_dir):
+def main(out_dir, disagree=False):
     events = []
     tokenizer = build_tokenizer(WORDS)
     kgps = SpyKGPS(KGPSConfig())
     # 3 prompts x 4 generations per generation batch, 6 completions per rank: the middle prompt's group is split.
-    args = grpo_args(out_dir, per_device_train_batch_size=3, steps_per_generation=2, max_steps=24)
+    seed = int(os.environ["RANK"]) if disagree else 0
+    args = grpo_args(out_dir, per_device_train_batch_size=3, steps_per_generation=2, max_steps=24, seed=seed)
     trainer = GRPOTrainer(
         model=build_model(len(tokenizer)),
         reward_funcs=RewardLog(seed=dist.get_rank() if dist.is_initialized() else 0, events=events),
@@ -51,4 +53,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], disagree="--disagree" in sys.argv)

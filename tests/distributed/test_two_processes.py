@@ -19,11 +19,13 @@ from harness import build_model, replay  # noqa: E402
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
-def torchrun(script, *args, cwd):
+def torchrun(script, *args, cwd, check=True):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(HERE / script), *args]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    if check:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    return done
 
 
 def test_ddp_ranks_select_identically_from_gathered_rewards(tmp_path):
@@ -58,3 +60,10 @@ def test_fsdp2_sharded_delta_norm_equals_the_single_process_norm(tmp_path):
     for rank in ranks:
         assert rank["sharded"] == rank["params"] > 0, "the parameters were not sharded"
         assert rank["norm"] == pytest.approx(rank["reference"], rel=1e-12)
+
+
+def test_ranks_with_different_seeds_fail_at_the_first_batch_with_each_ranks_checksum(tmp_path):
+    done = torchrun("grpo_two_ranks.py", str(tmp_path), "--disagree", cwd=tmp_path, check=False)
+    assert done.returncode != 0
+    assert "Ranks disagree on the prompts of generation batch 1" in done.stderr
+    assert not (tmp_path / "rank0.json").exists()

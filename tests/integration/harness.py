@@ -116,17 +116,19 @@ def replay(events, num_prompts, warmup_batches, config=None, seed=0):
                 reference.predict(event[1])
             continue
         _, idx, rewards = event
-        idx, rewards = np.asarray(idx), np.asarray(rewards)
+        idx = np.asarray(idx)
+        counted = np.array([r is not None for r in rewards])  # a None reward is no observation
+        rewards = np.array([0.0 if r is None else r for r in rewards])
         prompts = np.unique(idx)
         s = np.array([rewards[idx == i].sum() for i in prompts])
-        k = np.array([(idx == i).sum() for i in prompts])
+        k = np.array([counted[idx == i].sum() for i in prompts])
         if scored_batches < warmup_batches:
-            first = ~observed[prompts]
+            first = ~observed[prompts] & (k > 0)
             reference.initialize(prompts[first], s[first], k[first])
             reference.update(prompts[~first], s[~first], k[~first])
         else:
             reference.update(prompts, s, k)
-        observed[prompts] = True
+        observed[prompts[k > 0]] = True
         scored_batches += 1
     return reference
 
@@ -160,6 +162,26 @@ def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, 
     )
     trainer.train()
     return trainer, kgps, events
+
+
+class FaultyReward(RewardLog):
+    """RewardLog that returns None for some prompts (every completion) and for some completions, and raises on
+    its `fail_on`-th call."""
+
+    def __init__(self, events, none_prompts=(), fail_on=None):
+        super().__init__(events=events)
+        self.none_prompts, self.fail_on, self.calls = set(none_prompts), fail_on, 0
+
+    def __call__(self, prompts, completions, idx, **kwargs):
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise RuntimeError("the reward server is down")
+        rewards = [
+            None if i in self.none_prompts or (i + k) % 5 == 0 else float(self.rng.uniform() < self.base[i])
+            for k, i in enumerate(idx)
+        ]
+        self.events.append(("scored", list(idx), rewards))
+        return rewards
 
 
 class StepReward:

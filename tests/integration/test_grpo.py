@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from harness import RewardLog, grpo_args, prompt_dataset, replay, train
+from harness import FaultyReward, NormLog, RewardLog, grpo_args, prompt_dataset, replay, train
 
 from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
 
@@ -132,3 +132,40 @@ def test_delta_norm_matches_full_precision_copies(tmp_path, model, tokenizer):
     # lr 1e-6 on float32 weights: steps far below bf16's resolution, measured exactly
     np.testing.assert_allclose(logged, oracle, rtol=1e-9)
     assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+def faulty_run(tmp_path, model, tokenizer, reward, events, max_steps=24):
+    kgps = KGPSCallback(KGPSConfig())
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=grpo_args(tmp_path, max_steps=max_steps),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        callbacks=[NormLog(events), kgps],
+    )
+    return trainer, kgps
+
+
+def test_missing_rewards_do_not_count_toward_k(tmp_path, model, tokenizer):
+    events = []
+    reward = FaultyReward(events, none_prompts={0, 1})
+    trainer, kgps = faulty_run(tmp_path, model, tokenizer, reward, events)
+    trainer.train()
+    reference = replay(events, 16, kgps.sampler.warmup_batches)
+    np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
+    assert kgps.selector.mean[[0, 1]].tolist() == [0.0, 0.0], "prompts without any reward were never observed"
+    assert not kgps._observed[[0, 1]].any() and kgps._observed[2:].all()
+
+
+def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent(tmp_path, model, tokenizer):
+    events = []
+    reward = FaultyReward(events, fail_on=12)
+    trainer, kgps = faulty_run(tmp_path, model, tokenizer, reward, events)
+    with pytest.raises(RuntimeError, match="reward server is down"):
+        trainer.train()
+    reference = replay(events, 16, kgps.sampler.warmup_batches)
+    np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
+    assert kgps._batches_scored == 11 and len(kgps.sampler.pending) == len(kgps._predictions) >= 1

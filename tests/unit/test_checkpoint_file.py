@@ -1,0 +1,93 @@
+"""The KGPS state file: atomic writes, and clear errors for missing, truncated or foreign files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+from trl_kgps import _checkpoint as checkpoint
+
+
+def test_round_trip(tmp_path):
+    path = str(tmp_path / checkpoint.STATE_FILE)
+    arrays = {"mean": np.arange(5, dtype=np.float32), "pending": np.zeros((0, 3), dtype=np.int64)}
+    checkpoint.save(path, arrays, {"rng_state": {"state": 2**100}})
+    loaded, meta = checkpoint.load(path)
+    np.testing.assert_array_equal(loaded["mean"], arrays["mean"])
+    assert loaded["pending"].shape == (0, 3)
+    assert meta["rng_state"]["state"] == 2**100
+
+
+def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
+    path = str(tmp_path / checkpoint.STATE_FILE)
+    checkpoint.save(path, {"mean": np.ones(3)}, {"version": 1})
+
+    def torn_write(f, **arrays):
+        f.write(b"PK\x03\x04 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez", torn_write)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoint.save(path, {"mean": np.zeros(3)}, {"version": 2})
+    arrays, meta = checkpoint.load(path)
+    assert meta["version"] == 1 and arrays["mean"].tolist() == [1, 1, 1]
+    assert os.listdir(tmp_path) == [checkpoint.STATE_FILE]
+
+
+WRITER = """
+import sys, numpy as np
+from trl_kgps import _checkpoint as checkpoint
+path = sys.argv[1]
+big = np.ones(20_000_000, dtype=np.float32)
+for version in range(2, 1000):
+    checkpoint.save(path, {"mean": big * version}, {"version": version})
+    print(version, flush=True)
+"""
+
+
+def test_a_process_killed_while_writing_leaves_a_whole_file(tmp_path):
+    """SIGKILL in the middle of writing 80 MB states: the file on disk is always one complete state."""
+    path = str(tmp_path / checkpoint.STATE_FILE)
+    checkpoint.save(path, {"mean": np.ones(20_000_000, dtype=np.float32)}, {"version": 1})
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, path], stdout=subprocess.PIPE, text=True)
+    writer.stdout.readline()  # one state written; the next is being written
+    time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    arrays, meta = checkpoint.load(path)
+    assert meta["version"] >= 2
+    assert (arrays["mean"] == meta["version"]).all()
+
+
+def test_missing_file_names_the_path_and_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="kgps_state.npz does not exist.*restart_on_missing_state"):
+        checkpoint.load(str(tmp_path / checkpoint.STATE_FILE))
+
+
+def test_truncated_file_is_refused(tmp_path):
+    path = str(tmp_path / checkpoint.STATE_FILE)
+    checkpoint.save(path, {"mean": np.ones(1000)}, {})
+    with open(path, "rb") as f:
+        head = f.read(300)
+    with open(path, "wb") as f:
+        f.write(head)
+    with pytest.raises(ValueError, match="not a readable KGPS state.*truncated"):
+        checkpoint.load(path)
+
+
+def test_foreign_format_is_refused(tmp_path):
+    path = str(tmp_path / checkpoint.STATE_FILE)
+    meta = np.frombuffer(json.dumps({"format": 99}).encode(), np.uint8)
+    np.savez(path, meta=meta)
+    with pytest.raises(ValueError, match="format 99.*reads format 1"):
+        checkpoint.load(path)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "not a state")
+    with pytest.raises(ValueError, match="not a readable KGPS state"):
+        checkpoint.load(path)
