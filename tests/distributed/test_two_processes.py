@@ -21,7 +21,16 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 def torchrun(script, *args, cwd, check=True):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(HERE / script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(HERE / script),
+        *args,
+    ]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     if check:
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
