@@ -39,6 +39,10 @@ def test_every_field_has_help_text():
         ("utility", "mean"),
         ("quadrature_points", 1),
         ("quadrature_points", 5.0),
+        ("success_reward", ""),
+        ("success_threshold", float("nan")),
+        ("delta_norm_sample", 0.0),
+        ("delta_norm_sample", 1.5),
     ],
 )
 def test_bad_values_name_the_field_the_value_and_a_fix(field, value):
