@@ -1,0 +1,48 @@
+"""
+Run with `torchrun --nproc_per_node 2 resume_two_ranks.py OUT_DIR straight|first|resume`: an 8-step GRPO run with
+KGPS on two CPU processes, straight through, or stopped after step 4 (checkpoint-4), or resumed from it. Each rank
+writes the batches it chose and its final selector state.
+"""
+
+import json
+import os
+import sys
+
+import torch.distributed as dist
+
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+
+from harness import WORDS, SpyKGPS, StepReward, StopAt, build_model, build_tokenizer, grpo_args, prompt_dataset  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
+
+from trl_kgps import KGPSConfig  # noqa: E402
+
+
+def main(out_dir, mode):
+    tokenizer = build_tokenizer(WORDS)
+    kgps = SpyKGPS(KGPSConfig())
+    # 2 prompts x 4 generations per generation batch, one prompt per rank; 6 prompts: 3 batches an epoch.
+    args = grpo_args(out_dir, per_device_train_batch_size=4, max_steps=8, save_strategy="steps", save_steps=4)
+    trainer = GRPOTrainer(
+        model=build_model(len(tokenizer)),
+        reward_funcs=StepReward(),
+        args=args,
+        train_dataset=prompt_dataset(6),
+        processing_class=tokenizer,
+        callbacks=[kgps, StopAt(4)] if mode == "first" else [kgps],
+    )
+    trainer.train(resume_from_checkpoint=os.path.join(out_dir, "checkpoint-4") if mode == "resume" else None)
+    result = {
+        "batches": kgps.batches,
+        "mean": kgps.selector.mean.tolist(),
+        "variance": kgps.selector.variance.tolist(),
+    }
+    with open(os.path.join(out_dir, f"{mode}.rank{dist.get_rank()}.json"), "w") as f:
+        json.dump(result, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
