@@ -146,7 +146,7 @@ def main():
             _, numpy_median, _ = time_rounds(baseline, numpy_rounds, np.random.default_rng(1), 0.1 * NORM)
             print(
                 f"| {n:.0e} | {kind} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | {first * 1e3:.1f} ms | "
-                f"{numpy_median * 1e3:.1f} ms | {numpy_median / median:.0f}x | {floor * 1e3:.2f} ms | "
+                f"{numpy_median * 1e3:.1f} ms | {numpy_median / median:.1f}x | {floor * 1e3:.2f} ms | "
                 f"{median / floor:.2f}x | {state_bytes / n:.1f} | {round_peak / n:.2f} |"
             )
 
