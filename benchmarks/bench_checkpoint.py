@@ -35,7 +35,9 @@ def main():
                 checkpoint.load(path)
                 loads.append(time.perf_counter() - t0)
             size = os.path.getsize(path)
-        print(f"| {n:.0e} | {size / 2**20:.0f} MiB | {statistics.median(saves):.2f} s | {statistics.median(loads):.2f} s |")
+        print(
+            f"| {n:.0e} | {size / 2**20:.0f} MiB | {statistics.median(saves):.2f} s | {statistics.median(loads):.2f} s |"
+        )
 
 
 if __name__ == "__main__":
