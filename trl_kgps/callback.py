@@ -7,7 +7,8 @@ What it connects, per generation batch:
 2. the rewards the trainer computes (gathered over all ranks) become successes `s` and scored rollouts `k` per
    prompt, which update the selector (`initialize` on a prompt's first observation during warmup);
 3. after every optimizer step, \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over the trainable parameters
-   (all shards) inflates every prompt's variance by \\(Q\\) (`predict`), from the first selection round on.
+   (all shards) inflates every prompt's variance by \\(Q\\) (`predict`), once the warmup's batches are scored;
+4. every checkpoint gets the whole KGPS state, and a resumed run continues from it.
 
 Every rank feeds identical observations and norms to its own selector, and a checksum of each new batch is compared
 across ranks.
@@ -53,9 +54,10 @@ class KGPSCallback(TrainerCallback):
     very callback; otherwise it raises. TRL's explicit form needs no lookup:
     `trainer.add_callback(KGPSCallback(config, trainer=trainer))`, or `callback.attach(trainer)`.
 
-    Binding replaces two methods on that trainer instance (not its class): `_get_train_sampler`, which now returns
-    a [`KGPSRepeatSampler`], and `_calculate_rewards`, which hands the gathered rewards to the selector on their
-    way to the loss. Nothing else in the trainer changes.
+    Binding wraps three methods on that trainer instance (not its class): `_get_train_sampler`, which now returns
+    a [`KGPSRepeatSampler`]; `_calculate_rewards`, which hands the gathered rewards to the selector on their way to
+    the loss; and `_load_optimizer_and_scheduler`, which also restores the KGPS state of the checkpoint a run
+    resumes from. Nothing else in the trainer changes. `on_save` writes that state into every checkpoint.
 
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; the paper's by default.
@@ -88,6 +90,7 @@ class KGPSCallback(TrainerCallback):
         self.rule: SuccessRule | None = None
         self._delta: ParameterDelta | None = None
         self._observed: np.ndarray | None = None  # bool (N,): prompts with at least one scored rollout
+        self._observed_count = 0
         self._predictions: deque[np.ndarray] = deque()  # sigmoid(m) of each pending batch, when it was chosen
         self._batches_scored = 0
         self._last_scored: np.ndarray | None = None  # the last batch observed, which TRL may regenerate on resume
@@ -126,10 +129,10 @@ class KGPSCallback(TrainerCallback):
         trainer._calculate_rewards = _calculate_rewards
         load_optimizer_and_scheduler = trainer._load_optimizer_and_scheduler
 
-        def _load_optimizer_and_scheduler(checkpoint):
-            load_optimizer_and_scheduler(checkpoint)
-            if checkpoint is not None:
-                self._resume_from(checkpoint)
+        def _load_optimizer_and_scheduler(directory):
+            load_optimizer_and_scheduler(directory)
+            if directory is not None:
+                self._resume_from(directory)
 
         trainer._load_optimizer_and_scheduler = _load_optimizer_and_scheduler
         return self
@@ -191,6 +194,7 @@ class KGPSCallback(TrainerCallback):
         )
         self.sampler.on_new_batch = self._on_new_batch
         self._observed = np.zeros(len(dataset), dtype=bool)
+        self._observed_count = 0
         self.rule = SuccessRule(
             trainer.reward_func_names,
             trainer.reward_weights.tolist(),
@@ -238,15 +242,19 @@ class KGPSCallback(TrainerCallback):
         else:
             self.selector.update(batch, s, k)
         self._batches_scored += 1
-        scored = k > 0
-        self._observed[batch[scored]] = True
-        metrics = {"kgps/coverage": float(self._observed.mean()), "kgps/predicted_success": float(predicted.mean())}
-        if scored.any():
-            empirical = s[scored] / k[scored]
-            metrics["kgps/informative"] = float(np.mean((s[scored] > 0) & (s[scored] < k[scored])))
+        seen = k > 0
+        self._observed_count += int(np.count_nonzero(~self._observed[batch[seen]]))
+        self._observed[batch[seen]] = True
+        metrics = {
+            "kgps/coverage": self._observed_count / self._observed.size,
+            "kgps/predicted_success": float(predicted.mean()),
+        }
+        if seen.any():
+            empirical = s[seen] / k[seen]
+            metrics["kgps/informative"] = float(np.mean((s[seen] > 0) & (s[seen] < k[seen])))
             if not warmup:
-                metrics["kgps/mae"] = float(np.abs(predicted[scored] - empirical).mean())
-                rho = spearman(predicted[scored], empirical)
+                metrics["kgps/mae"] = float(np.abs(predicted[seen] - empirical).mean())
+                rho = spearman(predicted[seen], empirical)
                 if np.isfinite(rho):
                     metrics["kgps/spearman"] = rho
         self._log(metrics)
@@ -380,6 +388,7 @@ class KGPSCallback(TrainerCallback):
         self.selector.load_state_dict(selector_state)
         self.sampler.load_state_dict(sampler_state)
         self._observed = observed
+        self._observed_count = int(observed.sum())
         self._predictions = deque(predictions)
         self._batches_scored = int(meta["batches_scored"])
         self._last_scored = arrays["last_scored"] if arrays["last_scored"].size else None
