@@ -87,8 +87,10 @@ class KGPSRepeatSampler(Sampler[int]):
         self.epoch_batches: list[np.ndarray] = []  # the batches of the epoch being iterated, in order
         self._replay: list[np.ndarray] = []
         self._warned_small_pool = False
+        self._warmup_order: tuple[int, np.ndarray | None] = (-1, None)  # (epoch, its permutation)
 
     def set_epoch(self, epoch: int) -> None:
+        """Kept for the `RepeatSampler` contract; the warmup counts batches, so it needs no epoch number."""
         self.epoch = epoch
 
     @property
@@ -131,8 +133,9 @@ class KGPSRepeatSampler(Sampler[int]):
             return self._select()
         # e.g. permutation [2, 4, 3, 1, 0, 6, 5], batch_size 3 -> [2, 4, 3], then [1, 0, 6] (the tail is dropped)
         epoch, position = divmod(self.batches_chosen, self.batches_per_epoch)
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.num_samples)
-        return order[position * self.batch_size : (position + 1) * self.batch_size]
+        if self._warmup_order[0] != epoch:
+            self._warmup_order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_samples))
+        return self._warmup_order[1][position * self.batch_size : (position + 1) * self.batch_size]
 
     def _select(self) -> np.ndarray:
         exclude = np.unique(np.concatenate(self.pending)) if self.pending else None

@@ -1,0 +1,90 @@
+"""KGPSRepeatSampler: TRL's RepeatSampler layout, a uniform warmup, then the selector, pending prompts kept out."""
+
+import warnings
+
+import numpy as np
+import pytest
+from trl.trainer.utils import RepeatSampler
+
+from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.sampler import KGPSRepeatSampler
+
+
+def blocks(indices, batch_size, mini, repeat):
+    """Split a sampler's output into generation batches, checking the repetition layout on the way."""
+    indices = np.asarray(indices)
+    per_batch = batch_size * mini * repeat
+    out = []
+    for chunk in indices.reshape(-1, per_batch):
+        first = chunk[: batch_size * mini]
+        assert (chunk.reshape(repeat, -1) == first).all(), "each batch is repeated `repeat_count` times"
+        groups = first.reshape(batch_size, mini)
+        assert (groups == groups[:, :1]).all(), "each prompt is repeated `mini_repeat_count` times"
+        out.append(groups[:, 0])
+    return out
+
+
+@pytest.mark.parametrize("num_prompts, batch_size, mini, repeat", [(7, 3, 2, 4), (12, 4, 4, 1), (10, 10, 1, 2)])
+def test_layout_and_length_match_trls_repeat_sampler(num_prompts, batch_size, mini, repeat):
+    ours = KGPSRepeatSampler(range(num_prompts), mini, batch_size, repeat)
+    trls = RepeatSampler(range(num_prompts), mini, batch_size, repeat, seed=0)
+    assert len(ours) == len(trls) == len(list(trls))
+    assert len(list(ours)) == len(ours)
+
+
+def test_warmup_is_a_permutation_then_the_selector_chooses_with_pending_excluded():
+    selector = KGPSSelector(12, KGPSConfig(warmup_epochs=0), seed=3)
+    sampler = KGPSRepeatSampler(range(12), mini_repeat_count=2, batch_size=3, selector=selector, warmup_epochs=1)
+    warmup = blocks(list(sampler), 3, 2, 1)
+    assert sorted(np.concatenate(warmup).tolist()) == list(range(12))
+    assert len(sampler.pending) == 4
+    for _ in range(4):
+        sampler.pop_scored()
+    iterator = iter(sampler)
+    first = [next(iterator) for _ in range(6)]  # batch 1 chosen, not scored
+    second = [next(iterator) for _ in range(6)]  # batch 2 chosen while batch 1 is pending
+    assert not set(first) & set(second)
+    assert sampler.batches_chosen == 6 and len(sampler.pending) == 2
+
+
+def test_a_pool_too_small_for_the_exclusion_warns_once_and_selects_anyway():
+    sampler = KGPSRepeatSampler(range(5), mini_repeat_count=1, batch_size=3, warmup_epochs=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        epochs = [list(sampler) for _ in range(3)]  # one batch an epoch, none scored: 3 then 6 prompts pending
+    assert sum("await their rewards" in str(w.message) for w in caught) == 1
+    assert all(len(set(batch)) == 3 for batch in epochs)
+
+
+def test_state_round_trip_replays_the_epoch_so_far():
+    def make():
+        return KGPSRepeatSampler(
+            range(9), 2, 3, selector=KGPSSelector(9, KGPSConfig(warmup_epochs=0)), warmup_epochs=0
+        )
+
+    original = make()
+    iterator = iter(original)
+    head = [next(iterator) for _ in range(12)]  # two batches chosen, the second one only started
+    original.pop_scored()
+    restored = make()
+    restored.load_state_dict(original.state_dict())
+    assert [b.tolist() for b in restored.pending] == [b.tolist() for b in original.pending]
+    replayed = list(restored)
+    assert replayed[:12] == head, "the resumed epoch starts with the batches chosen before the checkpoint"
+    assert restored.batches_chosen == 3
+
+
+@pytest.mark.parametrize("shape", [(1, 4), (2, 3, 1)])
+def test_a_state_for_another_batch_size_is_refused(shape):
+    sampler = KGPSRepeatSampler(range(9), 2, 3)
+    state = sampler.state_dict()
+    state["pending"] = np.zeros(shape, dtype=np.int64)
+    with pytest.raises(ValueError, match="saved for another dataset or batch size"):
+        sampler.load_state_dict(state)
+
+
+def test_a_dataset_smaller_than_a_batch_or_a_selector_of_another_size_is_refused():
+    with pytest.raises(ValueError, match="needs 8 distinct prompts, but the dataset has only 4"):
+        KGPSRepeatSampler(range(4), 2, 8)
+    with pytest.raises(ValueError, match="tracks 5 prompts but the dataset has 9"):
+        KGPSRepeatSampler(range(9), 2, 3, selector=KGPSSelector(5))
