@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
 
-from harness import WORDS, RewardLog, build_model, build_tokenizer, grpo_args, prompt_dataset  # noqa: E402
+from harness import WORDS, RewardLog, build_model, build_tokenizer, prompt_dataset, trainer_args  # noqa: E402
 
 from trl_kgps import KGPSCallback  # noqa: E402
 from trl_kgps._distributed import ParameterDelta  # noqa: E402
@@ -54,7 +54,7 @@ def grpo_run(callback, steps: int) -> tuple[list[float], float]:
 
     tokenizer = build_tokenizer(WORDS)
     with tempfile.TemporaryDirectory() as out:
-        args = grpo_args(out, max_steps=steps, generation_kwargs={"min_new_tokens": 4})
+        args = trainer_args(out, max_steps=steps, generation_kwargs={"min_new_tokens": 4})
         trainer = GRPOTrainer(
             model=build_model(len(tokenizer)),
             reward_funcs=RewardLog(),

@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 
-from harness import WORDS, NormLog, RewardLog, SpyKGPS, build_model, build_tokenizer, grpo_args, prompt_dataset  # noqa: E402
+from harness import WORDS, NormLog, RewardLog, SpyKGPS, build_model, build_tokenizer, prompt_dataset, trainer_args  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 from trl_kgps import KGPSConfig  # noqa: E402
@@ -26,7 +26,7 @@ def main(out_dir, disagree=False):
     kgps = SpyKGPS(KGPSConfig())
     # 3 prompts x 4 generations per generation batch, 6 completions per rank: the middle prompt's group is split.
     seed = int(os.environ["RANK"]) if disagree else 0
-    args = grpo_args(out_dir, per_device_train_batch_size=3, steps_per_generation=2, max_steps=24, seed=seed)
+    args = trainer_args(out_dir, per_device_train_batch_size=3, steps_per_generation=2, max_steps=24, seed=seed)
     trainer = GRPOTrainer(
         model=build_model(len(tokenizer)),
         reward_funcs=RewardLog(seed=dist.get_rank() if dist.is_initialized() else 0, events=events),

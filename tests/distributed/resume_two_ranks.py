@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 
-from harness import WORDS, SpyKGPS, StepReward, StopAt, build_model, build_tokenizer, grpo_args, prompt_dataset  # noqa: E402
+from harness import WORDS, SpyKGPS, StepReward, StopAt, build_model, build_tokenizer, prompt_dataset, trainer_args  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 from trl_kgps import KGPSConfig  # noqa: E402
@@ -23,7 +23,7 @@ def main(out_dir, mode):
     tokenizer = build_tokenizer(WORDS)
     kgps = SpyKGPS(KGPSConfig())
     # 2 prompts x 4 generations per generation batch, one prompt per rank; 6 prompts: 3 batches an epoch.
-    args = grpo_args(out_dir, per_device_train_batch_size=4, max_steps=8, save_strategy="steps", save_steps=4)
+    args = trainer_args(out_dir, per_device_train_batch_size=4, max_steps=8, save_strategy="steps", save_steps=4)
     trainer = GRPOTrainer(
         model=build_model(len(tokenizer)),
         reward_funcs=StepReward(),

@@ -50,7 +50,8 @@ def prompt_dataset(num_prompts):
     return Dataset.from_dict({"prompt": [f"p{i} a b" for i in range(num_prompts)], "idx": list(range(num_prompts))})
 
 
-def grpo_args(tmp_path, **overrides):
+def trainer_args(tmp_path, config_class=None, **overrides):
+    """A `GRPOConfig` (or `config_class`, e.g. `RLOOConfig`) for a few CPU steps on the tiny model."""
     from trl import GRPOConfig
 
     kwargs = dict(
@@ -68,7 +69,7 @@ def grpo_args(tmp_path, **overrides):
         disable_tqdm=True,
     )
     kwargs.update(overrides)
-    return GRPOConfig(**kwargs)
+    return (config_class or GRPOConfig)(**kwargs)
 
 
 class RewardLog:
@@ -154,7 +155,7 @@ def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, 
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=RewardLog(events=events),
-        args=grpo_args(tmp_path, **args),
+        args=trainer_args(tmp_path, **args),
         train_dataset=prompt_dataset(num_prompts),
         processing_class=tokenizer,
         callbacks=[NormLog(events), kgps],

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from harness import FaultyReward, NormLog, RewardLog, grpo_args, prompt_dataset, replay, train
+from harness import FaultyReward, NormLog, RewardLog, prompt_dataset, replay, train, trainer_args
 
 from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
 
@@ -68,7 +68,7 @@ def test_explicit_attach_is_equivalent(tmp_path, model, tokenizer):
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=RewardLog(events=events),
-        args=grpo_args(tmp_path, max_steps=12),
+        args=trainer_args(tmp_path, max_steps=12),
         train_dataset=prompt_dataset(16),
         processing_class=tokenizer,
     )
@@ -82,7 +82,7 @@ def test_attached_but_not_added_fails_with_the_fix(tmp_path, model, tokenizer):
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=RewardLog(),
-        args=grpo_args(tmp_path, max_steps=2),
+        args=trainer_args(tmp_path, max_steps=2),
         train_dataset=prompt_dataset(16),
         processing_class=tokenizer,
     )
@@ -104,7 +104,7 @@ def test_iterable_dataset_is_refused(tmp_path, model, tokenizer):
         trl.GRPOTrainer(
             model=model,
             reward_funcs=RewardLog(),
-            args=grpo_args(tmp_path, max_steps=2),
+            args=trainer_args(tmp_path, max_steps=2),
             train_dataset=prompt_dataset(16).to_iterable_dataset(),
             processing_class=tokenizer,
             callbacks=[KGPSCallback()],
@@ -115,7 +115,7 @@ def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokeni
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=RewardLog(),
-        args=grpo_args(tmp_path, max_steps=2, per_device_train_batch_size=8, steps_per_generation=4),
+        args=trainer_args(tmp_path, max_steps=2, per_device_train_batch_size=8, steps_per_generation=4),
         train_dataset=prompt_dataset(4),
         processing_class=tokenizer,
         callbacks=[KGPSCallback()],
@@ -139,7 +139,7 @@ def faulty_run(tmp_path, model, tokenizer, reward, events, max_steps=24):
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=reward,
-        args=grpo_args(tmp_path, max_steps=max_steps),
+        args=trainer_args(tmp_path, max_steps=max_steps),
         train_dataset=prompt_dataset(16),
         processing_class=tokenizer,
         callbacks=[NormLog(events), kgps],

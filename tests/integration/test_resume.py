@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from harness import SpyKGPS, StepReward, StopAt, build_model, grpo_args, prompt_dataset
+from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
 
 from trl_kgps import KGPSCallback, KGPSConfig
 
@@ -22,7 +22,7 @@ def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None):
     trainer = trl.GRPOTrainer(
         model=build_model(len(tokenizer)),
         reward_funcs=StepReward(),
-        args=grpo_args(tmp_path, max_steps=8, **{"save_strategy": "steps", "save_steps": 4, **args}),
+        args=trainer_args(tmp_path, max_steps=8, **{"save_strategy": "steps", "save_steps": 4, **args}),
         train_dataset=prompt_dataset(num_prompts),
         processing_class=tokenizer,
         callbacks=callbacks,
@@ -54,7 +54,7 @@ def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path,
     trainer = trl.GRPOTrainer(
         model=build_model(len(tokenizer)),
         reward_funcs=StepReward(),
-        args=grpo_args(tmp_path, max_steps=8, save_strategy="no", per_device_train_batch_size=8),
+        args=trainer_args(tmp_path, max_steps=8, save_strategy="no", per_device_train_batch_size=8),
         train_dataset=prompt_dataset(6),
         processing_class=tokenizer,
         callbacks=[KGPSCallback(KGPSConfig(restart_on_missing_state=True))],

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from harness import NormLog, RewardLog, prompt_dataset, replay, train
+from harness import NormLog, RewardLog, prompt_dataset, replay, train, trainer_args
 
 from trl_kgps import KGPSCallback, KGPSConfig
 
@@ -13,20 +13,8 @@ trl = pytest.importorskip("trl")
 def test_rloo_trainer_one_line(tmp_path, model, tokenizer):
     events = []
     kgps = KGPSCallback(KGPSConfig())
-    args = trl.RLOOConfig(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=4,
-        learning_rate=1e-2,
-        max_steps=20,
-        beta=0.0,  # no reference model: a tiny model from a config has no checkpoint to load one from
-        save_strategy="no",
-        disable_tqdm=True,
-    )
+    # beta 0: no reference model, which a tiny model built from a config has no checkpoint to load from
+    args = trainer_args(tmp_path, trl.RLOOConfig, max_steps=20, beta=0.0)
     trainer = trl.RLOOTrainer(
         model=model,
         reward_funcs=RewardLog(events=events),
