@@ -14,6 +14,7 @@ Every rank feeds identical observations and norms to its own selector, and a che
 across ranks.
 """
 
+import copy
 import inspect
 import logging
 import os
@@ -32,10 +33,19 @@ from ._metrics import spearman
 from ._outcomes import SuccessRule
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
-from .selectors import KGPSSelector
+from .selectors import GRESOSelector, KGPSSelector, MoPPSSelector, UniformSelector
+from .selectors.base import PromptSelector
 
 
 logger = logging.getLogger(__name__)
+
+# Selectors by name, each built from (number of prompts, KGPSConfig, seed).
+SELECTORS = {
+    "kgps": lambda n, config, seed: KGPSSelector(n, config, seed=seed),
+    "uniform": lambda n, config, seed: UniformSelector(n, seed=seed),
+    "mopps": lambda n, config, seed: MoPPSSelector(n, seed=seed),
+    "greso": lambda n, config, seed: GRESOSelector(n, seed=seed),
+}
 
 _ATTACH_FIX = "Attach it explicitly: `trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
 
@@ -61,8 +71,9 @@ class KGPSCallback(TrainerCallback):
 
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; the paper's by default.
-        selector (`KGPSSelector`, *optional*): a selector to use (e.g. restored from a state); by default one is
-            built for `len(train_dataset)` prompts, seeded with `args.seed`.
+        selector (`str` or selector, *optional*): `"kgps"` (the default), or a baseline to compare with:
+            `"uniform"` (TRL's order), `"mopps"`, `"greso"` — built for `len(train_dataset)` prompts, seeded with
+            `args.seed`; or an instance with the same interface (e.g. a `KGPSSelector` restored from a state).
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
 
     Attributes:
@@ -77,12 +88,18 @@ class KGPSCallback(TrainerCallback):
     """
 
     def __init__(
-        self, config: KGPSConfig | None = None, *, selector: KGPSSelector | None = None, trainer: Trainer | None = None
+        self,
+        config: KGPSConfig | None = None,
+        *,
+        selector: "str | PromptSelector | None" = None,
+        trainer: Trainer | None = None,
     ):
         if config is None:
-            config = selector.config if selector is not None else KGPSConfig()
+            config = getattr(selector, "config", None) or KGPSConfig()
         if not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
+        if isinstance(selector, str) and selector not in SELECTORS:
+            raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
         self.config = config
         self.selector = selector
         self.trainer: Trainer | None = None
@@ -181,8 +198,9 @@ class KGPSCallback(TrainerCallback):
         if self.sampler is not None and self.sampler.num_samples == len(dataset):
             self.sampler.data_source = dataset
             return self.sampler
-        if self.selector is None:
-            self.selector = KGPSSelector(len(dataset), self.config, seed=trainer.args.seed)
+        if self.selector is None or isinstance(self.selector, str):
+            build = SELECTORS[self.selector or "kgps"]
+            self.selector = build(len(dataset), self.config, trainer.args.seed)
         self.sampler = KGPSRepeatSampler(
             dataset,
             mini_repeat_count=trainer.num_generations,
@@ -213,7 +231,7 @@ class KGPSCallback(TrainerCallback):
         self._predictions.append(selector.predicted_success(batch))
         check_ranks_agree(
             f"the prompts of generation batch {self.sampler.batches_chosen}",
-            fingerprint(batch, selector.mean[batch]),
+            fingerprint(batch, selector.predicted_success(batch)),
             self.trainer.accelerator.device,
         )
         metrics = {"kgps/lag": lag}
@@ -310,7 +328,8 @@ class KGPSCallback(TrainerCallback):
         norm = self._delta.step()
         metrics = {"kgps/delta_norm": norm}
         if not self.in_warmup:
-            metrics["kgps/process_noise"] = self.selector.process_noise(norm)
+            if hasattr(self.selector, "process_noise"):
+                metrics["kgps/process_noise"] = self.selector.process_noise(norm)
             self.selector.predict(norm)
         self._log(metrics)
 
@@ -325,20 +344,18 @@ class KGPSCallback(TrainerCallback):
     def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Everything a resumed run needs to continue exactly: the selector, the sampler, the observations."""
         selector, sampler = self.selector.state_dict(), self.sampler.state_dict()
-        arrays = {
-            "mean": selector["mean"],
-            "variance_base": selector["variance_base"],
-            "observed": self._observed,
-            "predictions": np.asarray(list(self._predictions), dtype=np.float64).reshape(-1, self.sampler.batch_size),
-            "epoch_batches": sampler["epoch_batches"],
-            "pending": sampler["pending"],
-            "last_scored": np.asarray([] if self._last_scored is None else self._last_scored, dtype=np.int64),
-        }
+        arrays = {f"selector.{key}": value for key, value in selector.items() if isinstance(value, np.ndarray)}
+        arrays.update(
+            observed=self._observed,
+            predictions=np.asarray(list(self._predictions), dtype=np.float64).reshape(-1, self.sampler.batch_size),
+            epoch_batches=sampler["epoch_batches"],
+            pending=sampler["pending"],
+            last_scored=np.asarray([] if self._last_scored is None else self._last_scored, dtype=np.int64),
+        )
         meta = {
-            "selector_version": selector["version"],
-            "num_prompts": selector["num_prompts"],
-            "variance_offset": selector["variance_offset"],
-            "rng_state": selector["rng_state"],
+            "selector": {key: value for key, value in selector.items() if not isinstance(value, np.ndarray)},
+            "selector_class": type(self.selector).__name__,
+            "num_prompts": self.sampler.num_samples,
             "batch_size": self.sampler.batch_size,
             "batches_chosen": sampler["batches_chosen"],
             "batches_scored": self._batches_scored,
@@ -361,29 +378,25 @@ class KGPSCallback(TrainerCallback):
                     f"it was saved for {num_prompts} prompts in batches of {batch_size}, but this run has "
                     f"{self.sampler.num_samples} prompts in batches of {self.sampler.batch_size}"
                 )
-            observed = arrays["observed"].astype(bool)
-            predictions = arrays["predictions"]
+            if meta["selector_class"] != type(self.selector).__name__:
+                raise ValueError(
+                    f"it holds a {meta['selector_class']}, but this run uses {type(self.selector).__name__}"
+                )
+            observed, predictions = arrays["observed"].astype(bool), arrays["predictions"]
             if observed.shape != (num_prompts,) or predictions.shape != arrays["pending"].shape:
                 raise ValueError("its arrays do not fit together")
-            selector_state = {
-                "version": meta["selector_version"],
-                "num_prompts": num_prompts,
-                "mean": arrays["mean"],
-                "variance_base": arrays["variance_base"],
-                "variance_offset": meta["variance_offset"],
-                "rng_state": meta["rng_state"],
-            }
-            sampler_state = {
-                "batches_chosen": meta["batches_chosen"],
-                "epoch_batches": arrays["epoch_batches"],
-                "pending": arrays["pending"],
-            }
+            selector_state = dict(meta["selector"])
+            selector_state.update({key[9:]: value for key, value in arrays.items() if key.startswith("selector.")})
+            sampler_state = {key: arrays[key] for key in ("epoch_batches", "pending")}
+            sampler_state["batches_chosen"] = meta["batches_chosen"]
+            # Dry runs on copies: a state that does not load leaves this run untouched.
+            copy.deepcopy(self.selector).load_state_dict(selector_state)
             scratch = KGPSRepeatSampler(range(num_prompts), 1, batch_size, selector=KGPSSelector(num_prompts))
-            scratch.load_state_dict(sampler_state)  # validates without touching this run's sampler
-            KGPSSelector(num_prompts, self.config).load_state_dict(selector_state)
+            scratch.load_state_dict(sampler_state)
         except (KeyError, ValueError, TypeError) as error:
             raise ValueError(
-                f"{path} does not fit this run: {error}. Resume with the dataset and batch size it was saved with."
+                f"{path} does not fit this run: {error}. Resume with the dataset, batch size and selector it was saved "
+                "with."
             ) from None
         self.selector.load_state_dict(selector_state)
         self.sampler.load_state_dict(sampler_state)

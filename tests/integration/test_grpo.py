@@ -169,3 +169,26 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     assert kgps._batches_scored == 11 and len(kgps.sampler.pending) == len(kgps._predictions) >= 1
+
+
+@pytest.mark.parametrize(
+    "name, cls", [("uniform", "UniformSelector"), ("mopps", "MoPPSSelector"), ("greso", "GRESOSelector")]
+)
+def test_baselines_train_through_the_same_callback(tmp_path, model, tokenizer, name, cls):
+    kgps = KGPSCallback(selector=name)
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=trainer_args(tmp_path, max_steps=14),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    trainer.train()
+    assert type(kgps.selector).__name__ == cls and kgps.sampler.batches_chosen > kgps.sampler.warmup_batches
+    assert not any("kgps/process_noise" in entry for entry in trainer.state.log_history)
+
+
+def test_an_unknown_selector_name_is_refused():
+    with pytest.raises(ValueError, match="'thompson' is not one of"):
+        KGPSCallback(selector="thompson")

@@ -42,7 +42,12 @@ class _Selector:
         as_delta_norms(delta_norm)
 
     def _envelope(self, **state) -> dict[str, Any]:
-        return {"selector": self.name, "num_prompts": self.num_prompts, "rng_state": self._rng.bit_generator.state, **state}
+        return {
+            "selector": self.name,
+            "num_prompts": self.num_prompts,
+            "rng_state": self._rng.bit_generator.state,
+            **state,
+        }
 
     def _open(self, state: dict[str, Any], arrays: dict[str, tuple[tuple[int, ...], str]]) -> np.random.Generator:
         """Checks a state's envelope and arrays (name -> (shape, dtype kind)); returns its generator."""
@@ -102,7 +107,9 @@ class UniformSelector(_Selector):
         self._last[idx] = s / k
 
     def predicted_success(self, indices=None) -> np.ndarray:
-        return self._last.copy() if indices is None else self._last[as_index_array("indices", indices, self.num_prompts)]
+        return (
+            self._last.copy() if indices is None else self._last[as_index_array("indices", indices, self.num_prompts)]
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return self._envelope(order=self._order.copy(), position=self._position, last=self._last.copy())
@@ -155,9 +162,16 @@ class MoPPSSelector(_Selector):
             if not (isinstance(value, (int, float)) and low <= value <= high):
                 raise ValueError(f"{name} must lie in [{low}, {high}], got {value!r}.")
         if not (isinstance(candidate_ratio, (int, float)) and candidate_ratio >= 1):
-            raise ValueError(f"candidate_ratio must be >= 1 (candidates per selected prompt), got {candidate_ratio!r}.")
+            raise ValueError(
+                f"candidate_ratio must be >= 1 (candidates per selected prompt), got {candidate_ratio!r}."
+            )
         super().__init__(num_prompts, seed)
-        self.decay, self.candidate_ratio, self.target, self.decay_to_prior = decay, candidate_ratio, target, decay_to_prior
+        self.decay, self.candidate_ratio, self.target, self.decay_to_prior = (
+            decay,
+            candidate_ratio,
+            target,
+            decay_to_prior,
+        )
         self.alpha = np.ones(self.num_prompts)
         self.beta = np.ones(self.num_prompts)
 
