@@ -77,7 +77,8 @@ class KGPSCallback(TrainerCallback):
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
 
     Attributes:
-        selector (`KGPSSelector`): the selector in use (`None` until the trainer builds its data loader).
+        selector (`KGPSSelector` or a baseline): the selector in use (until the trainer builds its data loader,
+            what was passed).
         sampler (`KGPSRepeatSampler`): the sampler in use.
 
     Metrics, logged with the trainer's own (so wandb, trackio, TensorBoard receive them), per generation batch:
