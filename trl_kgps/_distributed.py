@@ -45,10 +45,12 @@ class ParameterDelta:
     r"""
     \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over trainable parameters, between two calls of `step()`.
 
-    Keeps a copy of this rank's share of every trainable parameter in its own dtype (a bf16 copy of fp32 weights
-    would round by more than an Adam step at lr 1e-6), takes differences in float64, and sums each rank's squares
-    divided by how many ranks hold the same values before one all-reduce — exact for one process, DDP, FSDP2 and
-    DeepSpeed ZeRO-1/2/3 alike, with LoRA adapters only under PEFT (the only trainable parameters).
+    Keeps a copy of this rank's share of every trainable parameter at full precision (its own dtype, or float32 for
+    bf16/fp16: a bf16 copy of fp32 weights would round by more than an Adam step at lr 1e-6), takes differences in
+    float32 or float64 (exact for bf16/fp16 values, and for fp32 steps small against the weight), sums their
+    squares in float64, divides each rank's sum by how many ranks hold the same values, and all-reduces once —
+    exact for one process, DDP, FSDP2 and DeepSpeed ZeRO-1/2/3 alike, and for the LoRA adapters under PEFT (then
+    the only trainable parameters).
 
     With `sample < 1`, only every `round(1 / sample)`-th coordinate of each parameter, from a seeded random offset,
     is copied and compared, and the squares are scaled back: an unbiased estimate of the squared norm for that
@@ -96,12 +98,12 @@ class ParameterDelta:
         """Takes the reference copy."""
         self._packs, self._copies = {}, {}
         groups: dict[tuple, list[int]] = {}
-        for i, (values, weight) in enumerate(self._tracked()):
+        tracked = self._tracked()
+        for i, (values, weight) in enumerate(tracked):
             if values.numel() > _BLOCK:
                 self._copies[i] = values.clone()
             else:
                 groups.setdefault((values.dtype, values.device, weight), []).append(i)
-        tracked = self._tracked()
         for key, members in groups.items():
             self._packs[key] = (members, _exact(torch.cat([tracked[i][0] for i in members])))
 

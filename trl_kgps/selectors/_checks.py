@@ -6,6 +6,16 @@ import operator
 import numpy as np
 
 
+def as_num_prompts(num_prompts) -> int:
+    """`num_prompts` as a positive int: the size of a selector's prompt pool."""
+    if isinstance(num_prompts, bool) or not isinstance(num_prompts, (int, np.integer)) or num_prompts <= 0:
+        raise ValueError(
+            f"num_prompts must be a positive integer (the size of the prompt pool), got {num_prompts!r}. Pass "
+            "`len(train_dataset)`."
+        )
+    return int(num_prompts)
+
+
 def as_index_array(name: str, values, num_prompts: int) -> np.ndarray:
     """`values` as a 1-D int64 array of prompt indices in `[0, num_prompts)`."""
     array = np.asarray(values)

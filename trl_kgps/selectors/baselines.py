@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_batch_size, as_delta_norms, as_index_array, as_observations
+from ._checks import as_batch_size, as_delta_norms, as_index_array, as_num_prompts, as_observations
 
 
 class _Selector:
@@ -20,12 +20,7 @@ class _Selector:
     name = ""
 
     def __init__(self, num_prompts: int, seed: int = 0):
-        if isinstance(num_prompts, bool) or not isinstance(num_prompts, (int, np.integer)) or num_prompts <= 0:
-            raise ValueError(
-                f"num_prompts must be a positive integer (the size of the prompt pool), got {num_prompts!r}. Pass "
-                "`len(train_dataset)`."
-            )
-        self.num_prompts = int(num_prompts)
+        self.num_prompts = as_num_prompts(num_prompts)
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
 

@@ -14,6 +14,7 @@ from ._checks import (
     as_batch_size,
     as_delta_norms,
     as_index_array,
+    as_num_prompts,
     as_observations,
     check_finite_state,
     check_scalar,
@@ -70,16 +71,12 @@ class KGPSSelector:
     """
 
     def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0):
-        if isinstance(num_prompts, bool) or not isinstance(num_prompts, (int, np.integer)) or num_prompts <= 0:
-            raise ValueError(
-                f"num_prompts must be a positive integer (the size of the prompt pool), got {num_prompts!r}. Pass "
-                "`len(train_dataset)`."
-            )
+        num_prompts = as_num_prompts(num_prompts)
         if config is None:
             config = KGPSConfig()
         elif not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
-        self.num_prompts = int(num_prompts)
+        self.num_prompts = num_prompts
         self.config = config
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
