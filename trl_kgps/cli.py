@@ -1,0 +1,106 @@
+"""The `trl-kgps` command: `trl-kgps simulate` compares prompt selectors on a simulated, drifting RL run."""
+
+import argparse
+import json
+import logging
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from .simulator import METHODS, SCENARIOS, simulate, summarize
+
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ("mae", "spearman", "mae_true", "informative_share", "coverage", "repeats", "rollouts", "final_success")
+
+
+def simulate_command(args: argparse.Namespace) -> dict:
+    methods = args.selectors.split(",")
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"--selectors: unknown {unknown}; choose among {list(METHODS)}.")
+    scenario = SCENARIOS[args.scenario]
+    os.makedirs(args.out, exist_ok=True)
+    traces = {m: [simulate(m, scenario, args.steps, seed) for seed in range(args.seeds)] for m in methods}
+    results = {
+        "scenario": vars(scenario),
+        "steps": args.steps,
+        "seeds": args.seeds,
+        "selectors": {m: summarize(t) for m, t in traces.items()},
+        "curves": {
+            m: {
+                name: np.mean([getattr(t, name) for t in ts], axis=0).tolist()
+                for name in ("mae", "informative_share", "success", "rollouts")
+            }
+            for m, ts in traces.items()
+        },
+    }
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    table = _markdown(results)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(table)
+    print(table)
+    _plot(results, args.out)
+    return results
+
+
+def _markdown(results: dict) -> str:
+    head = f"Scenario `{results['scenario']['name']}`, {results['steps']} steps after warmup, {results['seeds']} seeds (mean ± std)\n\n"
+    lines = ["| selector | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    for method, summary in results["selectors"].items():
+        cells = []
+        for column in COLUMNS:
+            value = summary[column]
+            digits = 0 if column == "rollouts" else 3
+            cells.append(f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return head + "\n".join(lines) + "\n"
+
+
+def _plot(results: dict, out: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed: no plots (pip install 'trl-kgps[plots]').")
+        return
+    figures = {
+        "mae.png": ("mae", "step", "MAE, predicted vs empirical success"),
+        "informative_share.png": ("informative_share", "step", "share of groups with 0 < s < k"),
+        "success_vs_rollouts.png": ("success", "rollouts", "mean success rate"),
+    }
+    for filename, (metric, x_axis, label) in figures.items():
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for method, curves in results["curves"].items():
+            y = np.asarray(curves[metric])
+            x = np.asarray(curves["rollouts"]) if x_axis == "rollouts" else np.arange(1, y.size + 1)
+            ax.plot(x, y, label=method)
+        ax.set_xlabel(x_axis)
+        ax.set_ylabel(label)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, filename), dpi=80)
+        plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="trl-kgps", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    sim = commands.add_parser("simulate", help="compare prompt selectors on a simulated drifting RL run")
+    sim.add_argument("--scenario", choices=sorted(SCENARIOS), default="base")
+    sim.add_argument("--selectors", default=",".join(METHODS), help=f"comma-separated, among {','.join(METHODS)}")
+    sim.add_argument("--seeds", type=int, default=3)
+    sim.add_argument("--steps", type=int, default=200)
+    sim.add_argument("--out", default="simulation")
+    args = parser.parse_args(argv)
+    if args.command == "simulate":
+        simulate_command(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+r"""
+A simulated RL run whose prompt success rates drift as the policy learns, to measure prompt selectors without a GPU.
+
+The policy is a logit \\(\psi_i\\) per prompt. A step `t` (of `T`) selects `B` prompts, rolls each out `k` times
+(\\(s_i \sim \mathrm{Binomial}(k, \sigma(\psi_i))\\)), then moves every prompt by an update of size
+\\(\eta_t = \eta \cdot \tfrac12 (1 + \cos(\pi t / T))\\) (a cosine learning-rate schedule):
+
+    psi_i <- psi_i + eta_t * (shared_drift + shared_noise * z + prompt_noise * z_i + trained_drift * 4 v_i)
+
+with \\(z, z_i \sim \mathcal{N}(0, 1)\\) drawn each step (\\(z\\) once for all prompts) and \\(v_i = (s_i / k)(1 - s_i / k)\\)
+the reward variance of a trained prompt's group (0 for prompts not trained on): as in GRPO, a group whose
+rollouts all agree has no advantage and teaches nothing. The parameter-update norm the
+selectors see is \\(\lVert \Delta\theta \rVert = \texttt{norm\_scale} \cdot \eta_t\\). Initial logits are
+\\(\mathcal{N}(\texttt{initial\_mean}, \texttt{initial\_spread}^2)\\). The first `num_prompts // B` steps are a
+uniform warmup epoch for every method.
+
+`DS` (DAPO dynamic sampling) draws prompts in TRL's order, rolls each out, and keeps only groups with `0 < s < k`
+until it has `B`; every rollout it spends counts.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._metrics import spearman
+from .config import KGPSConfig
+from .selectors import GRESOSelector, KGPSSelector, MoPPSSelector, UniformSelector
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The knobs of a simulated run (see the module docstring for the equations)."""
+
+    name: str = "base"
+    num_prompts: int = 2000
+    batch_size: int = 64
+    rollouts: int = 8
+    initial_mean: float = -1.0
+    initial_spread: float = 2.0
+    learning_rate: float = 0.01
+    shared_drift: float = 1.0
+    trained_drift: float = 5.0
+    prompt_noise: float = 2.0
+    shared_noise: float = 0.3
+    norm_scale: float = 10.0
+
+
+SCENARIOS = {
+    "base": Scenario(),
+    "shared": Scenario(name="shared", shared_drift=2.0, trained_drift=1.0, prompt_noise=0.5, shared_noise=1.0),
+    "per_prompt": Scenario(name="per_prompt", shared_drift=0.2, trained_drift=5.0, prompt_noise=6.0, shared_noise=0.0),
+    "static": Scenario(
+        name="static", shared_drift=0.0, trained_drift=0.0, prompt_noise=0.0, shared_noise=0.0, norm_scale=0.0
+    ),
+}
+
+METHODS = ("kgps", "mopps", "greso", "uniform", "ds")
+
+
+@dataclass
+class Trace:
+    """Per-step measurements of one simulated run, each a list over steps after warmup."""
+
+    mae: list[float] = field(default_factory=list)
+    spearman: list[float] = field(default_factory=list)
+    mae_true: list[float] = field(default_factory=list)
+    informative_share: list[float] = field(default_factory=list)
+    repeats: list[float] = field(default_factory=list)
+    rollouts: list[int] = field(default_factory=list)
+    success: list[float] = field(default_factory=list)
+    coverage: list[float] = field(default_factory=list)
+
+
+def _selector(method: str, num_prompts: int, seed: int):
+    return {
+        "kgps": lambda: KGPSSelector(num_prompts, KGPSConfig(), seed=seed),
+        "mopps": lambda: MoPPSSelector(num_prompts, seed=seed),
+        "greso": lambda: GRESOSelector(num_prompts, seed=seed),
+        "uniform": lambda: UniformSelector(num_prompts, seed=seed),
+        "ds": lambda: UniformSelector(num_prompts, seed=seed),
+    }[method]()
+
+
+def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trace:
+    """Runs `method` (one of `METHODS`) for `steps` steps after a warmup epoch; returns its `Trace`."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    world = np.random.default_rng([seed, 1])  # the policy and the rollouts: identical across methods
+    B, k = scenario.batch_size, scenario.rollouts
+    psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
+    selector = _selector(method, scenario.num_prompts, seed)
+    warmup = scenario.num_prompts // B
+    total = warmup + steps
+    trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)
+    order = np.random.default_rng([seed, 2]).permutation(scenario.num_prompts)
+    for t in range(total):
+        if t < warmup:
+            batch = order[t * B : (t + 1) * B]
+            s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
+            spent += B * k
+            selector.initialize(batch, s, np.full(B, k))
+        else:
+            if method == "ds":
+                batch, s, used = _dynamic_sampling(selector, psi, B, k, world)
+                spent += used
+            else:
+                batch = selector.select(B)
+                s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
+                spent += B * k
+            predicted = selector.predicted_success(batch)
+            empirical, truth = s / k, 1 / (1 + np.exp(-psi[batch]))
+            trace.mae.append(float(np.abs(predicted - empirical).mean()))
+            trace.mae_true.append(float(np.abs(predicted - truth).mean()))
+            rho = spearman(predicted, empirical)
+            trace.spearman.append(rho)
+            trace.informative_share.append(float(np.mean((s > 0) & (s < k))))
+            trace.repeats.append(float(np.isin(batch, previous).mean()))
+            selector.update(batch, s, np.full(B, k))
+        variance = (s / k) * (1 - s / k)
+        seen[batch] = True
+        previous = batch
+        eta = scenario.learning_rate * 0.5 * (1 + math.cos(math.pi * t / total))
+        step = (
+            scenario.shared_drift
+            + scenario.shared_noise * world.normal()
+            + scenario.prompt_noise * world.normal(size=psi.size)
+        )
+        step[batch] += scenario.trained_drift * 4 * variance
+        psi += eta * step
+        if t >= warmup:
+            selector.predict(scenario.norm_scale * eta)
+            trace.rollouts.append(spent)
+            trace.success.append(float(np.mean(1 / (1 + np.exp(-psi)))))
+            trace.coverage.append(float(seen.mean()))
+    return trace
+
+
+def _dynamic_sampling(selector, psi, B, k, world):
+    """DAPO's dynamic sampling: roll out candidates in uniform order, keep groups with 0 < s < k, until B are kept."""
+    kept, outcomes, used = [], [], 0
+    for _ in range(50):  # at most 50 candidate batches a step, then the batch is topped up with what was drawn
+        candidates = selector.select(B, exclude=np.asarray(kept, dtype=np.int64))
+        s = world.binomial(k, 1 / (1 + np.exp(-psi[candidates])))
+        used += B * k
+        mixed = (s > 0) & (s < k)
+        take = min(B - len(kept), int(mixed.sum()))
+        kept += candidates[mixed][:take].tolist()
+        outcomes += s[mixed][:take].tolist()
+        if len(kept) == B:
+            break
+    else:
+        fill = B - len(kept)
+        kept += candidates[~mixed][:fill].tolist()
+        outcomes += s[~mixed][:fill].tolist()
+    return np.asarray(kept, dtype=np.int64), np.asarray(outcomes), used
+
+
+def summarize(traces: list[Trace]) -> dict[str, dict[str, float]]:
+    """Mean and standard deviation over seeds of each run's average (rollouts and success: their final value)."""
+    summary = {}
+    for name in ("mae", "spearman", "mae_true", "informative_share", "repeats"):
+        per_seed = [float(np.nanmean(getattr(t, name))) for t in traces]
+        summary[name] = {"mean": float(np.mean(per_seed)), "std": float(np.std(per_seed))}
+    for name in ("rollouts", "success", "coverage"):
+        per_seed = [float(getattr(t, name)[-1]) for t in traces]
+        summary[name if name != "success" else "final_success"] = {
+            "mean": float(np.mean(per_seed)),
+            "std": float(np.std(per_seed)),
+        }
+    return summary
