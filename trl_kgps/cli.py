@@ -93,7 +93,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     sim = commands.add_parser("simulate", help="compare prompt selectors on a simulated drifting RL run")
     sim.add_argument("--scenario", choices=sorted(SCENARIOS), default="base")
-    sim.add_argument("--selectors", default=",".join(METHODS), help=f"comma-separated, among {','.join(METHODS)}")
+    sim.add_argument(
+        "--selectors", default="kgps,mopps,greso,uniform,ds", help=f"comma-separated, among {','.join(METHODS)}"
+    )
     sim.add_argument("--seeds", type=int, default=3)
     sim.add_argument("--steps", type=int, default=200)
     sim.add_argument("--out", default="simulation")

@@ -55,7 +55,7 @@ SCENARIOS = {
     ),
 }
 
-METHODS = ("kgps", "mopps", "greso", "uniform", "ds")
+METHODS = ("kgps", "kgps_point", "kgps_fixed_q", "mopps", "greso", "uniform", "ds")
 
 
 @dataclass
@@ -75,6 +75,9 @@ class Trace:
 def _selector(method: str, num_prompts: int, seed: int):
     return {
         "kgps": lambda: KGPSSelector(num_prompts, KGPSConfig(), seed=seed),
+        # the paper's ablations: the utility at the mean only, and a constant process noise (its usual size here)
+        "kgps_point": lambda: KGPSSelector(num_prompts, KGPSConfig(utility="point"), seed=seed),
+        "kgps_fixed_q": lambda: KGPSSelector(num_prompts, KGPSConfig(fixed_process_noise=0.005), seed=seed),
         "mopps": lambda: MoPPSSelector(num_prompts, seed=seed),
         "greso": lambda: GRESOSelector(num_prompts, seed=seed),
         "uniform": lambda: UniformSelector(num_prompts, seed=seed),
