@@ -1,7 +1,7 @@
 """
-Run with `torchrun --nproc_per_node 2 resume_two_ranks.py OUT_DIR straight|first|resume`: an 8-step GRPO run with
-KGPS on two CPU processes, straight through, or stopped after step 4 (checkpoint-4), or resumed from it. Each rank
-writes the batches it chose and its final selector state.
+Run with `torchrun --nproc_per_node 2 resume_two_ranks.py OUT_DIR straight|first|resume lag0|lag1`: an 8-step GRPO
+run with KGPS on two CPU processes, straight through, or stopped after step 4 (checkpoint-4), or resumed from it.
+Each rank writes the batches it chose and its final selector state.
 """
 
 import json
@@ -19,16 +19,22 @@ from trl import GRPOTrainer  # noqa: E402
 from trl_kgps import KGPSConfig  # noqa: E402
 
 
-def main(out_dir, mode):
+# lag 1: 2 prompts a generation batch, one per rank, 6 prompts; lag 0: 4 prompts spanning two steps, 12 prompts
+CONFIGS = {"lag1": (6, {}), "lag0": (12, {"steps_per_generation": 2})}
+
+
+def main(out_dir, mode, lag):
+    num_prompts, extra = CONFIGS[lag]
     tokenizer = build_tokenizer(WORDS)
     kgps = SpyKGPS(KGPSConfig())
-    # 2 prompts x 4 generations per generation batch, one prompt per rank; 6 prompts: 3 batches an epoch.
-    args = trainer_args(out_dir, per_device_train_batch_size=4, max_steps=8, save_strategy="steps", save_steps=4)
+    args = trainer_args(
+        out_dir, per_device_train_batch_size=4, max_steps=8, save_strategy="steps", save_steps=4, **extra
+    )
     trainer = GRPOTrainer(
         model=build_model(len(tokenizer)),
         reward_funcs=StepReward(),
         args=args,
-        train_dataset=prompt_dataset(6),
+        train_dataset=prompt_dataset(num_prompts),
         processing_class=tokenizer,
         callbacks=[kgps, StopAt(4)] if mode == "first" else [kgps],
     )

@@ -78,14 +78,15 @@ def test_ranks_with_different_seeds_fail_at_the_first_batch_with_each_ranks_chec
     assert not (tmp_path / "rank0.json").exists()
 
 
-def test_two_ranks_resume_exactly(tmp_path):
+@pytest.mark.parametrize("lag", ["lag1", "lag0"])
+def test_two_ranks_resume_exactly(tmp_path, lag):
     for mode, directory in (
         ("straight", tmp_path / "straight"),
         ("first", tmp_path / "split"),
         ("resume", tmp_path / "split"),
     ):
         directory.mkdir(exist_ok=True)
-        torchrun("resume_two_ranks.py", str(directory), mode, cwd=tmp_path)
+        torchrun("resume_two_ranks.py", str(directory), mode, lag, cwd=tmp_path)
     for rank in (0, 1):
         straight, first, resumed = (
             json.loads((tmp_path / directory / f"{mode}.rank{rank}.json").read_text())
