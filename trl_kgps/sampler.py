@@ -9,6 +9,7 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from .selectors import KGPSSelector
+from .selectors.base import PromptSelector
 
 
 class KGPSRepeatSampler(Sampler[int]):
@@ -34,7 +35,8 @@ class KGPSRepeatSampler(Sampler[int]):
         mini_repeat_count (`int`): completions per prompt (`num_generations`).
         batch_size (`int`): distinct prompts per generation batch.
         repeat_count (`int`, *optional*, defaults to `1`): repetitions of each generation batch.
-        selector (`KGPSSelector`, *optional*): chooses the prompts; `KGPSSelector(len(data_source))` by default.
+        selector (`KGPSSelector` or any `PromptSelector`, *optional*): chooses the prompts;
+            `KGPSSelector(len(data_source))` by default.
         warmup_epochs (`int`, *optional*, defaults to `1`): uniform epochs before the selector takes over.
         seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
 
@@ -53,7 +55,7 @@ class KGPSRepeatSampler(Sampler[int]):
         mini_repeat_count: int,
         batch_size: int,
         repeat_count: int = 1,
-        selector: KGPSSelector | None = None,
+        selector: PromptSelector | None = None,
         warmup_epochs: int = 1,
         seed: int = 0,
     ):
