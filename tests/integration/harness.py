@@ -147,10 +147,14 @@ class SpyKGPS(KGPSCallback):
         super()._on_new_batch(batch, lag)
 
 
-def train(tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, trainer_kwargs=None, **args):
-    events = [] if events is None else events
-    kgps = SpyKGPS(config or KGPSConfig())
+def train(
+    tmp_path, model, tokenizer, num_prompts=16, config=None, events=None, trainer_kwargs=None, selector=None, **args
+):
+    """A GRPO run with KGPS (or the named `selector`), logging rewards and oracle norms into `events`."""
     from trl import GRPOTrainer
+
+    events = [] if events is None else events
+    kgps = SpyKGPS(config or KGPSConfig(), selector=selector)
 
     trainer = GRPOTrainer(
         model=model,

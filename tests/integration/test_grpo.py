@@ -175,16 +175,7 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
     "name, cls", [("uniform", "UniformSelector"), ("mopps", "MoPPSSelector"), ("greso", "GRESOSelector")]
 )
 def test_baselines_train_through_the_same_callback(tmp_path, model, tokenizer, name, cls):
-    kgps = KGPSCallback(selector=name)
-    trainer = trl.GRPOTrainer(
-        model=model,
-        reward_funcs=RewardLog(),
-        args=trainer_args(tmp_path, max_steps=14),
-        train_dataset=prompt_dataset(16),
-        processing_class=tokenizer,
-        callbacks=[kgps],
-    )
-    trainer.train()
+    trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=14, selector=name)
     assert type(kgps.selector).__name__ == cls and kgps.sampler.batches_chosen > kgps.sampler.warmup_batches
     assert not any("kgps/process_noise" in entry for entry in trainer.state.log_history)
 
