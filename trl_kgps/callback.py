@@ -33,19 +33,11 @@ from ._metrics import spearman
 from ._outcomes import SuccessRule
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
-from .selectors import GRESOSelector, KGPSSelector, MoPPSSelector, UniformSelector
+from .selectors import SELECTORS
 from .selectors.base import PromptSelector
 
 
 logger = logging.getLogger(__name__)
-
-# Selectors by name, each built from (number of prompts, KGPSConfig, seed).
-SELECTORS = {
-    "kgps": lambda n, config, seed: KGPSSelector(n, config, seed=seed),
-    "uniform": lambda n, config, seed: UniformSelector(n, seed=seed),
-    "mopps": lambda n, config, seed: MoPPSSelector(n, seed=seed),
-    "greso": lambda n, config, seed: GRESOSelector(n, seed=seed),
-}
 
 _ATTACH_FIX = "Attach it explicitly: `trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
 
@@ -390,22 +382,22 @@ class KGPSCallback(TrainerCallback):
             selector_state.update({key[9:]: value for key, value in arrays.items() if key.startswith("selector.")})
             sampler_state = {key: arrays[key] for key in ("epoch_batches", "pending")}
             sampler_state["batches_chosen"] = meta["batches_chosen"]
-            # Dry runs on copies: a state that does not load leaves this run untouched.
+            batches_scored, last_scored = int(meta["batches_scored"]), arrays["last_scored"]
+            # A dry run on a copy of the selector, then the sampler, which checks everything before it changes:
+            # a state that does not load leaves this run untouched.
             copy.deepcopy(self.selector).load_state_dict(selector_state)
-            scratch = KGPSRepeatSampler(range(num_prompts), 1, batch_size, selector=KGPSSelector(num_prompts))
-            scratch.load_state_dict(sampler_state)
+            self.sampler.load_state_dict(sampler_state)
         except (KeyError, ValueError, TypeError) as error:
             raise ValueError(
                 f"{path} does not fit this run: {error}. Resume with the dataset, batch size and selector it was saved "
                 "with."
             ) from None
         self.selector.load_state_dict(selector_state)
-        self.sampler.load_state_dict(sampler_state)
         self._observed = observed
         self._observed_count = int(observed.sum())
         self._predictions = deque(predictions)
-        self._batches_scored = int(meta["batches_scored"])
-        self._last_scored = arrays["last_scored"] if arrays["last_scored"].size else None
+        self._batches_scored = batches_scored
+        self._last_scored = last_scored if last_scored.size else None
 
     def _log(self, metrics: dict[str, float]) -> None:
         logged = getattr(self.trainer, "_metrics", None)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ._metrics import spearman
 from .config import KGPSConfig
-from .selectors import GRESOSelector, KGPSSelector, MoPPSSelector, UniformSelector
+from .selectors import SELECTORS
 
 
 @dataclass(frozen=True)
@@ -72,17 +72,15 @@ class Trace:
     coverage: list[float] = field(default_factory=list)
 
 
+# The paper's ablations: the utility at the mean only, and a constant process noise (its usual size here).
+ABLATIONS = {"kgps_point": KGPSConfig(utility="point"), "kgps_fixed_q": KGPSConfig(fixed_process_noise=0.005)}
+
+
 def _selector(method: str, num_prompts: int, seed: int):
-    return {
-        "kgps": lambda: KGPSSelector(num_prompts, KGPSConfig(), seed=seed),
-        # the paper's ablations: the utility at the mean only, and a constant process noise (its usual size here)
-        "kgps_point": lambda: KGPSSelector(num_prompts, KGPSConfig(utility="point"), seed=seed),
-        "kgps_fixed_q": lambda: KGPSSelector(num_prompts, KGPSConfig(fixed_process_noise=0.005), seed=seed),
-        "mopps": lambda: MoPPSSelector(num_prompts, seed=seed),
-        "greso": lambda: GRESOSelector(num_prompts, seed=seed),
-        "uniform": lambda: UniformSelector(num_prompts, seed=seed),
-        "ds": lambda: UniformSelector(num_prompts, seed=seed),
-    }[method]()
+    """DS draws its candidates in TRL's order: a uniform selector."""
+    if method in ABLATIONS:
+        return SELECTORS["kgps"](num_prompts, ABLATIONS[method], seed)
+    return SELECTORS["uniform" if method == "ds" else method](num_prompts, KGPSConfig(), seed)
 
 
 def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trace:
