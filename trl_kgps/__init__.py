@@ -3,19 +3,30 @@
 from typing import TYPE_CHECKING
 
 from .config import KGPSConfig
+from .hub import difficulty_table, load_selector
 from .selectors import KGPSSelector
 
 
 if TYPE_CHECKING:
     from .callback import KGPSCallback
     from .sampler import KGPSRepeatSampler
+    from .script_args import KGPSScriptArguments
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["KGPSCallback", "KGPSConfig", "KGPSRepeatSampler", "KGPSSelector", "__version__"]
+__all__ = [
+    "KGPSCallback",
+    "KGPSConfig",
+    "KGPSRepeatSampler",
+    "KGPSScriptArguments",
+    "KGPSSelector",
+    "__version__",
+    "difficulty_table",
+    "load_selector",
+]
 
 # The estimator is numpy only; the TRL integration imports torch and transformers on first use.
-_LAZY = {"KGPSCallback": ".callback", "KGPSRepeatSampler": ".sampler"}
+_LAZY = {"KGPSCallback": ".callback", "KGPSRepeatSampler": ".sampler", "KGPSScriptArguments": ".script_args"}
 
 
 def __getattr__(name: str):

@@ -1,4 +1,9 @@
-"""The KGPS state file inside a trainer checkpoint: one uncompressed `.npz`, written atomically."""
+"""
+The KGPS state file, `kgps_state.npz`, in every trainer checkpoint and beside a saved model: one uncompressed `.npz`,
+written atomically. It holds the selector's `state_dict()` (its arrays as `selector.<key>`, its other values in the
+JSON `meta["selector"]`), the sampler's and the callback's arrays, and `meta`: `selector_class`, `num_prompts`,
+`batch_size`, `batches_chosen`, `batches_scored`, `format`.
+"""
 
 import json
 import os
@@ -10,7 +15,8 @@ import numpy as np
 
 
 STATE_FILE = "kgps_state.npz"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_SELECTOR = "selector."
 
 
 def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -56,3 +62,16 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             "Resume with the trl-kgps release that wrote it."
         )
     return arrays, meta
+
+
+def pack_selector(state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A selector's `state_dict()` as the file stores it: its arrays, as `selector.<key>`, and its other values."""
+    arrays = {_SELECTOR + key: value for key, value in state.items() if isinstance(value, np.ndarray)}
+    return arrays, {key: value for key, value in state.items() if not isinstance(value, np.ndarray)}
+
+
+def unpack_selector(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any]:
+    """The selector's `state_dict()` back from a file's `arrays` and `meta` (read by `load`)."""
+    state = dict(meta["selector"])
+    state.update({key[len(_SELECTOR) :]: value for key, value in arrays.items() if key.startswith(_SELECTOR)})
+    return state

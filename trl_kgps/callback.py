@@ -8,7 +8,8 @@ What it connects, per generation batch:
    prompt, which update the selector (`initialize` on a prompt's first observation during warmup);
 3. after every optimizer step, \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over the trainable parameters
    (all shards) inflates every prompt's variance by \\(Q\\) (`predict`), once the warmup's batches are scored;
-4. every checkpoint gets the whole KGPS state, and a resumed run continues from it.
+4. every checkpoint, and every model the trainer saves, gets the whole KGPS state (`kgps_state.npz`); a resumed run
+   continues from it, and `push_to_hub` uploads it with a `## KGPS` section in the model card.
 
 Every rank feeds identical observations and norms to its own selector, and a checksum of each new batch is compared
 across ranks.
@@ -19,23 +20,26 @@ import inspect
 import logging
 import os
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import _checkpoint as checkpoint
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, ranks_all
 from ._metrics import spearman
 from ._outcomes import SuccessRule
+from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
 from .selectors import SELECTORS
 from .selectors.base import PromptSelector
 
+
+if TYPE_CHECKING:
+    import datasets
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +60,12 @@ class KGPSCallback(TrainerCallback):
     very callback; otherwise it raises. TRL's explicit form needs no lookup:
     `trainer.add_callback(KGPSCallback(config, trainer=trainer))`, or `callback.attach(trainer)`.
 
-    Binding wraps three methods on that trainer instance (not its class): `_get_train_sampler`, which now returns
+    Binding wraps five methods on that trainer instance (not its class): `_get_train_sampler`, which now returns
     a [`KGPSRepeatSampler`]; `_calculate_rewards`, which hands the gathered rewards to the selector on their way to
-    the loss; and `_load_optimizer_and_scheduler`, which also restores the KGPS state of the checkpoint a run
-    resumes from. Nothing else in the trainer changes. `on_save` writes that state into every checkpoint.
+    the loss; `_load_optimizer_and_scheduler`, which also restores the KGPS state of the checkpoint a run resumes
+    from; `save_model`, which also writes that state beside the model — into every checkpoint, the final model and
+    what `push_to_hub` uploads; and `create_model_card`, which adds a `## KGPS` section and the tags `kgps`,
+    `trl-kgps` to the card. Nothing else in the trainer changes.
 
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; the paper's by default.
@@ -78,6 +84,9 @@ class KGPSCallback(TrainerCallback):
     warmup), `kgps/informative` (share of groups with `0 < s < k`), `kgps/predicted_success`, `kgps/coverage`
     (share of prompts observed at least once), `kgps/lag` (batches awaiting rewards when this one was chosen),
     `kgps/select_ms`; per optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied).
+
+    After training, `difficulty_table()` gives each prompt's predicted success, variance and selection count, and
+    `KGPSSelector.from_pretrained(output_dir_or_repo_id)` restores the selector the run saved.
     """
 
     def __init__(
@@ -145,6 +154,22 @@ class KGPSCallback(TrainerCallback):
                 self._resume_from(directory)
 
         trainer._load_optimizer_and_scheduler = _load_optimizer_and_scheduler
+        save_model = trainer.save_model
+
+        # `_save_checkpoint` and `push_to_hub` both save through `save_model`, so writing here puts the state, once,
+        # into every checkpoint, the final model and the folder `push_to_hub` uploads (before it uploads).
+        def _save_model(output_dir=None, *args, **kwargs):
+            save_model(output_dir, *args, **kwargs)
+            self._save_state(trainer.args.output_dir if output_dir is None else output_dir)
+
+        trainer.save_model = _save_model
+        create_model_card = trainer.create_model_card
+
+        def _create_model_card(*args, **kwargs):
+            create_model_card(*args, **kwargs)
+            self._add_to_model_card()
+
+        trainer.create_model_card = _create_model_card
         return self
 
     def on_init_end(self, args, state, control, **kwargs):
@@ -215,6 +240,18 @@ class KGPSCallback(TrainerCallback):
         return self.sampler
 
     @property
+    def coverage(self) -> float:
+        """The share of prompts observed at least once (with a scored rollout); 0 before training."""
+        return 0.0 if self._observed is None else self._observed_count / self._observed.size
+
+    @property
+    def rollouts(self) -> int:
+        """Completions scored for training so far, over all ranks: the rollout budget spent."""
+        if self.sampler is None:
+            return 0
+        return self._batches_scored * self.sampler.batch_size * self.sampler.mini_repeat_count
+
+    @property
     def in_warmup(self) -> bool:
         """Until the warmup's last batch is scored: observations initialise means, and no process noise is added."""
         return self.sampler is None or self._batches_scored < self.sampler.warmup_batches
@@ -257,7 +294,7 @@ class KGPSCallback(TrainerCallback):
         self._observed_count += int(np.count_nonzero(~self._observed[batch[seen]]))
         self._observed[batch[seen]] = True
         metrics = {
-            "kgps/coverage": self._observed_count / self._observed.size,
+            "kgps/coverage": self.coverage,
             "kgps/predicted_success": float(predicted.mean()),
         }
         if seen.any():
@@ -326,27 +363,29 @@ class KGPSCallback(TrainerCallback):
             self.selector.predict(norm)
         self._log(metrics)
 
-    # Checkpoints ----------------------------------------------------------------------------------------------
+    # Checkpoints and saved models -----------------------------------------------------------------------------
 
-    def on_save(self, args, state, control, **kwargs):
-        if self.sampler is None or not state.is_world_process_zero:
+    def _save_state(self, directory: str) -> None:
+        """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
+        if self.sampler is None or not self.trainer.args.should_save:
             return
-        directory = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        os.makedirs(directory, exist_ok=True)
         checkpoint.save(os.path.join(directory, checkpoint.STATE_FILE), *self._state())
 
     def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Everything a resumed run needs to continue exactly: the selector, the sampler, the observations."""
-        selector, sampler = self.selector.state_dict(), self.sampler.state_dict()
-        arrays = {f"selector.{key}": value for key, value in selector.items() if isinstance(value, np.ndarray)}
+        sampler = self.sampler.state_dict()
+        arrays, selector_meta = checkpoint.pack_selector(self.selector.state_dict())
         arrays.update(
             observed=self._observed,
             predictions=np.asarray(list(self._predictions), dtype=np.float64).reshape(-1, self.sampler.batch_size),
             epoch_batches=sampler["epoch_batches"],
             pending=sampler["pending"],
+            times_selected=sampler["times_selected"],
             last_scored=np.asarray([] if self._last_scored is None else self._last_scored, dtype=np.int64),
         )
         meta = {
-            "selector": {key: value for key, value in selector.items() if not isinstance(value, np.ndarray)},
+            "selector": selector_meta,
             "selector_class": type(self.selector).__name__,
             "num_prompts": self.sampler.num_samples,
             "batch_size": self.sampler.batch_size,
@@ -378,9 +417,8 @@ class KGPSCallback(TrainerCallback):
             observed, predictions = arrays["observed"].astype(bool), arrays["predictions"]
             if observed.shape != (num_prompts,) or predictions.shape != arrays["pending"].shape:
                 raise ValueError("its arrays do not fit together")
-            selector_state = dict(meta["selector"])
-            selector_state.update({key[9:]: value for key, value in arrays.items() if key.startswith("selector.")})
-            sampler_state = {key: arrays[key] for key in ("epoch_batches", "pending")}
+            selector_state = checkpoint.unpack_selector(arrays, meta)
+            sampler_state = {key: arrays[key] for key in ("epoch_batches", "pending", "times_selected")}
             sampler_state["batches_chosen"] = meta["batches_chosen"]
             batches_scored, last_scored = int(meta["batches_scored"]), arrays["last_scored"]
             # A dry run on a copy of the selector, then the sampler, which checks everything before it changes:
@@ -398,6 +436,41 @@ class KGPSCallback(TrainerCallback):
         self._predictions = deque(predictions)
         self._batches_scored = batches_scored
         self._last_scored = last_scored if last_scored.size else None
+
+    # Reports -------------------------------------------------------------------------------------------------
+
+    def difficulty_table(self) -> "datasets.Dataset":
+        """
+        The per-prompt difficulty table of this run so far, as a `datasets.Dataset` with one row per prompt:
+        `index`, `prompt` (from the train dataset's `"prompt"` column; a conversation becomes the text of its last
+        user message; absent if the dataset has no such column), `predicted_success`, `variance` (the logit variance;
+        NaN for the baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included).
+        A saved run's is `trl_kgps.difficulty_table(output_dir_or_repo_id)`.
+        """
+        if self.sampler is None:
+            raise RuntimeError(
+                "KGPSCallback has no difficulty table before the trainer builds its data loader: call it after "
+                "`trainer.train()`."
+            )
+        dataset = self.sampler.data_source
+        prompts = dataset["prompt"] if "prompt" in getattr(dataset, "column_names", ()) else None
+        return difficulty_dataset(self.selector, self.sampler.times_selected, prompts)
+
+    def _add_to_model_card(self) -> None:
+        """Adds the `## KGPS` section and tags to the README.md that `create_model_card` wrote (main process)."""
+        trainer = self.trainer
+        if self.sampler is None or not trainer.is_world_process_zero():
+            return
+        section = card_section(
+            self.selector,
+            self.config,
+            batches_chosen=self.sampler.batches_chosen,
+            warmup_batches=self.sampler.warmup_batches,
+            observed=self._observed_count,
+            metrics=last_metrics(trainer.state.log_history),
+            location=trainer.hub_model_id or trainer.args.output_dir,
+        )
+        add_to_card(os.path.join(trainer.args.output_dir, "README.md"), section)
 
     def _log(self, metrics: dict[str, float]) -> None:
         logged = getattr(self.trainer, "_metrics", None)

@@ -1,9 +1,13 @@
-"""The `trl-kgps` command: `trl-kgps simulate` compares prompt selectors on a simulated, drifting RL run."""
+"""
+The `trl-kgps` command: `trl-kgps train` runs GRPO with KGPS out of the box (TRL's and KGPS's flags; see
+`trl-kgps train --help`), `trl-kgps simulate` compares prompt selectors on a simulated, drifting RL run.
+"""
 
 import argparse
 import json
 import logging
 import os
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -89,8 +93,15 @@ def _plot(results: dict, out: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:  # TRL's parser owns every flag of `train`
+        from .train import main as train
+
+        train(argv[1:])
+        return
     parser = argparse.ArgumentParser(prog="trl-kgps", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("train", help="GRPO with KGPS out of the box; `trl-kgps train --help` lists its flags")
     sim = commands.add_parser("simulate", help="compare prompt selectors on a simulated drifting RL run")
     sim.add_argument("--scenario", choices=sorted(SCENARIOS), default="base")
     sim.add_argument(

@@ -30,6 +30,9 @@ class KGPSRepeatSampler(Sampler[int]):
     never selected again: the data loader asks for the next batch before the current one is scored (the lag).
     Every rank builds the same sampler and, fed the same observations, yields the same indices.
 
+    `times_selected` (`np.ndarray` of shape `(N,)`, int32) counts the generation batches each prompt was chosen
+    for, warmup included; it sums to `batches_chosen * batch_size`.
+
     Args:
         data_source (`Sized`): the dataset.
         mini_repeat_count (`int`): completions per prompt (`num_generations`).
@@ -85,6 +88,7 @@ class KGPSRepeatSampler(Sampler[int]):
         self.pending: deque[np.ndarray] = deque()  # batches yielded and not yet scored, oldest first
         self.on_new_batch: Callable[[np.ndarray, int], None] | None = None  # (batch, lag) after each choice
         self.batches_chosen = 0
+        self.times_selected = np.zeros(num_prompts, dtype=np.int32)
         self.last_select_seconds = 0.0
         self.epoch_batches: list[np.ndarray] = []  # the batches of the epoch being iterated, in order
         self._replay: list[np.ndarray] = []
@@ -120,6 +124,7 @@ class KGPSRepeatSampler(Sampler[int]):
                 lag = len(self.pending)
                 self.pending.append(batch)
                 self.batches_chosen += 1
+                self.times_selected[batch] += 1
                 if self.on_new_batch is not None:
                     self.on_new_batch(batch, lag)
             self.epoch_batches.append(batch)
@@ -158,9 +163,13 @@ class KGPSRepeatSampler(Sampler[int]):
         return batch
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
-        """Where the sampler stands: batches chosen so far, this epoch's batches, those awaiting rewards."""
+        """
+        Where the sampler stands: batches chosen so far, how often each prompt was chosen (`(N,)` int32), this epoch's
+        batches and those awaiting rewards (`(batches, batch_size)` int64 each).
+        """
         return {
             "batches_chosen": self.batches_chosen,
+            "times_selected": self.times_selected.copy(),
             "epoch_batches": np.asarray(self.epoch_batches, dtype=np.int64).reshape(-1, self.batch_size),
             "pending": np.asarray(list(self.pending), dtype=np.int64).reshape(-1, self.batch_size),
         }
@@ -178,7 +187,20 @@ class KGPSRepeatSampler(Sampler[int]):
                     f"The saved sampler's {name} has shape {rows.shape}, for batches of {self.batch_size} prompts "
                     f"out of {self.num_samples}: it was saved for another dataset or batch size."
                 )
-        self.batches_chosen = int(state["batches_chosen"])
+        batches_chosen, times_selected = int(state["batches_chosen"]), np.asarray(state["times_selected"])
+        if (
+            times_selected.shape != (self.num_samples,)
+            or times_selected.dtype.kind not in "iu"
+            or times_selected.min() < 0
+            or times_selected.sum() != batches_chosen * self.batch_size
+        ):
+            raise ValueError(
+                f"The saved sampler's times_selected (shape {times_selected.shape}, dtype {times_selected.dtype}) "
+                f"does not count {batches_chosen} batches of {self.batch_size} prompts out of {self.num_samples}: it "
+                "was saved for another dataset or batch size, or is corrupted."
+            )
+        self.batches_chosen = batches_chosen
+        self.times_selected = times_selected.astype(np.int32)
         self._replay = list(np.asarray(state["epoch_batches"]))
         self.epoch_batches = list(self._replay)
         self.pending = deque(np.asarray(state["pending"]))

@@ -47,6 +47,9 @@ def test_resume_continues_exactly(tmp_path, tokenizer, name, selector):
     assert resumed[: len(straight.batches)] == straight.batches
     assert type(second.selector).__name__ == type(straight.selector).__name__
     np.testing.assert_array_equal(second.selector.predicted_success(), straight.selector.predicted_success())
+    assert second.sampler.batches_chosen == straight.sampler.batches_chosen
+    np.testing.assert_array_equal(second.sampler.times_selected, straight.sampler.times_selected)
+    assert second.sampler.times_selected.dtype == np.int32
     if selector is None:
         np.testing.assert_array_equal(second.selector.mean, straight.selector.mean)
         np.testing.assert_array_equal(second.selector.variance, straight.selector.variance)

@@ -85,7 +85,7 @@ def test_foreign_format_is_refused(tmp_path):
     path = str(tmp_path / checkpoint.STATE_FILE)
     meta = np.frombuffer(json.dumps({"format": 99}).encode(), np.uint8)
     np.savez(path, meta=meta)
-    with pytest.raises(ValueError, match="format 99.*reads format 1"):
+    with pytest.raises(ValueError, match="format 99.*reads format 2"):
         checkpoint.load(path)
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("notes.txt", "not a state")

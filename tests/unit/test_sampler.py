@@ -88,3 +88,26 @@ def test_a_dataset_smaller_than_a_batch_or_a_selector_of_another_size_is_refused
         KGPSRepeatSampler(range(4), 2, 8)
     with pytest.raises(ValueError, match="tracks 5 prompts but the dataset has 9"):
         KGPSRepeatSampler(range(9), 2, 3, selector=KGPSSelector(5))
+
+
+def test_times_selected_counts_every_batch_chosen_warmup_included_and_round_trips():
+    def make():
+        return KGPSRepeatSampler(range(7), 2, 3, selector=KGPSSelector(7, KGPSConfig(), seed=1), warmup_epochs=1)
+
+    sampler = make()
+    chosen = []
+    for _ in range(3):  # a warmup epoch of two batches (the tail prompt dropped), then two epochs chosen by KGPS
+        chosen += blocks(list(sampler), 3, 2, 1)
+        while sampler.pending:
+            sampler.selector.update(sampler.pop_scored(), [1, 0, 2], [2, 2, 2])
+    assert sampler.times_selected.dtype == np.int32
+    np.testing.assert_array_equal(sampler.times_selected, np.bincount(np.concatenate(chosen), minlength=7))
+    assert sampler.times_selected.sum() == sampler.batches_chosen * 3 == 18
+
+    restored = make()
+    restored.load_state_dict(sampler.state_dict())
+    np.testing.assert_array_equal(restored.times_selected, sampler.times_selected)
+    state = sampler.state_dict()
+    state["times_selected"][0] += 1  # one more slot than the batches chosen hold
+    with pytest.raises(ValueError, match="does not count 6 batches of 3 prompts out of 7"):
+        make().load_state_dict(state)

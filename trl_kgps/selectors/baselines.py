@@ -3,7 +3,8 @@ The paper's baselines behind `KGPSSelector`'s interface: `UniformSelector`, `MoP
 
 Each is built as `Name(num_prompts, ..., seed=0)` and offers `select`, `initialize`, `update`, `predict`,
 `predicted_success` and `state_dict` / `load_state_dict`, so the sampler and the callback use them unchanged. Every
-method checks its input before it changes any state, as `KGPSSelector`'s do.
+method checks its input before it changes any state, as `KGPSSelector`'s do. A saved one comes back with
+`from_pretrained`, e.g. `MoPPSSelector.from_pretrained(output_dir_or_repo_id)`.
 """
 
 import math
@@ -12,12 +13,17 @@ from typing import Any
 import numpy as np
 
 from ._checks import as_batch_size, as_delta_norms, as_index_array, as_num_prompts, as_observations
+from .base import FromPretrainedMixin
 
 
-class _Selector:
-    """What the baselines share: the prompt count, the seeded generator, input checks and the state envelope."""
+class _Selector(FromPretrainedMixin):
+    """
+    What the baselines share: the prompt count, the seeded generator, input checks and the state envelope, which
+    also records the seed and the constructor's `hyperparameters` so that `from_state_dict` can rebuild the selector.
+    """
 
     name = ""
+    hyperparameters: tuple[str, ...] = ()  # the constructor's keyword arguments besides num_prompts and seed
 
     def __init__(self, num_prompts: int, seed: int = 0):
         self.num_prompts = as_num_prompts(num_prompts)
@@ -41,8 +47,14 @@ class _Selector:
             "selector": self.name,
             "num_prompts": self.num_prompts,
             "rng_state": self._rng.bit_generator.state,
+            "seed": self.seed,
+            "hyperparameters": {name: getattr(self, name) for name in self.hyperparameters},
             **state,
         }
+
+    @classmethod
+    def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+        return {"num_prompts": state["num_prompts"], "seed": state["seed"], **state["hyperparameters"]}
 
     def _open(self, state: dict[str, Any], arrays: dict[str, tuple[tuple[int, ...], str]]) -> np.random.Generator:
         """Checks a state's envelope and arrays (name -> (shape, dtype kind)); returns its generator."""
@@ -143,6 +155,7 @@ class MoPPSSelector(_Selector):
     """
 
     name = "mopps"
+    hyperparameters = ("decay", "candidate_ratio", "target", "decay_to_prior")
 
     def __init__(
         self,
@@ -218,6 +231,7 @@ class GRESOSelector(_Selector):
     """
 
     name = "greso"
+    hyperparameters = ("target_zero_variance", "step")
     EXPLORATION_FLOOR = 0.01
 
     def __init__(self, num_prompts: int, target_zero_variance: float = 0.25, step: float = 0.01, seed: int = 0):

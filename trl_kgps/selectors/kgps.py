@@ -21,6 +21,7 @@ from ._checks import (
 )
 from ._ranking import UtilityRanking
 from ._utility import Utility
+from .base import FromPretrainedMixin
 
 
 STATE_VERSION = 1
@@ -31,7 +32,7 @@ _MAX_VARIANCE_OFFSET = 0.25
 ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
 
 
-class KGPSSelector:
+class KGPSSelector(FromPretrainedMixin):
     r"""
     Kalman-Guided Prompt Selection over a pool of `num_prompts` prompts.
 
@@ -43,7 +44,8 @@ class KGPSSelector:
     2. `update(indices, successes, trials)`: the Kalman update of the prompts that were rolled out;
     3. `select(B)`: the `B` prompts of largest \\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\).
 
-    `initialize(...)` feeds the warmup epoch's observations, which set \\(m_i\\) directly.
+    `initialize(...)` feeds the warmup epoch's observations, which set \\(m_i\\) directly. A selector a training run
+    saved comes back with `KGPSSelector.from_pretrained(output_dir_or_repo_id)`.
 
     Args:
         num_prompts (`int`): `N`, the size of the prompt pool; prompts are the integers `0 .. N-1`.
@@ -209,7 +211,8 @@ class KGPSSelector:
 
     def state_dict(self) -> dict[str, Any]:
         """
-        Everything needed to continue bit for bit: the beliefs, the variance offset and the generator's state.
+        Everything needed to continue bit for bit: the beliefs, the variance offset and the generator's state, with
+        the config and seed the selector was built with (`from_state_dict` builds a selector from them).
 
         The variance of prompt `i` is `variance_base[i] + variance_offset`; they are saved apart because their
         float32 sum is not exactly what the filter continues from.
@@ -222,6 +225,7 @@ class KGPSSelector:
             "variance_offset": self._offset,
             "rng_state": self._rng.bit_generator.state,
             "config": dataclasses.asdict(self.config),
+            "seed": self.seed,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -258,6 +262,10 @@ class KGPSSelector:
             raise ValueError(f"state['rng_state'] is not a PCG64 generator state ({error}).") from None
         self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
         self._ranking.invalidate()
+
+    @classmethod
+    def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+        return {"num_prompts": state["num_prompts"], "config": KGPSConfig(**state["config"]), "seed": state["seed"]}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"

@@ -1,0 +1,128 @@
+"""
+The example scripts, as users launch them: each runs as a subprocess for two CPU steps on a tiny model saved to disk
+and must finish, log KGPS's metrics, checkpoint KGPS's state with the selector it was asked for, and save the model.
+What cannot run here (GPUs, DeepSpeed, vLLM, real weights) is listed in examples/README.md.
+"""
+
+import json
+
+import pytest
+from trl.import_utils import is_vllm_available
+
+from trl_kgps import _checkpoint as checkpoint
+from trl_kgps.script_args import KGPSScriptArguments
+
+
+KGPS_METRICS = {"kgps/coverage", "kgps/predicted_success", "kgps/informative", "kgps/lag", "kgps/delta_norm"}
+
+
+def trained(output_dir, selector_class, num_prompts):
+    """Checks a finished two-step run in `output_dir`; returns the names it logged."""
+    state = json.loads((output_dir / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2
+    _, meta = checkpoint.load(str(output_dir / "checkpoint-2" / checkpoint.STATE_FILE))
+    assert (meta["selector_class"], meta["num_prompts"]) == (selector_class, num_prompts)
+    logged = {name for entry in state["log_history"] for name in entry}
+    assert KGPS_METRICS <= logged
+    return logged
+
+
+@pytest.mark.slow
+def test_countdown(run_example, language_model):
+    output_dir = run_example(
+        "grpo_countdown.py",
+        "--model_name_or_path", language_model,
+        "--num_train_problems", 8,
+        "--num_test_problems", 2,
+        "--warmup_epochs", 0,  # a KGPSConfig field: KGPS selects from the first batch
+    )  # fmt: skip
+    logged = trained(output_dir, "KGPSSelector", num_prompts=8)
+    assert {"kgps/mae", "kgps/process_noise", "rewards/countdown_reward/mean"} <= logged
+    assert (output_dir / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_math_with_lora_and_mopps(run_example, language_model, math_dataset):
+    output_dir = run_example(
+        "grpo_math.py",
+        "--model_name_or_path", language_model,
+        "--dataset_name", math_dataset,
+        "--selector", "mopps",
+        "--use_peft",
+        "--lora_target_modules", "q_proj", "v_proj",
+    )  # fmt: skip
+    logged = trained(output_dir, "MoPPSSelector", num_prompts=8)
+    assert "rewards/accuracy_reward/mean" in logged
+    assert (output_dir / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_geometry3k_with_a_vision_language_model(run_example, vision_language_model, geometry_dataset):
+    output_dir = run_example(
+        "grpo_geometry3k.py", "--model_name_or_path", vision_language_model, "--dataset_name", geometry_dataset
+    )
+    logged = trained(output_dir, "KGPSSelector", num_prompts=8)
+    assert "rewards/accuracy_reward/mean" in logged
+    assert (output_dir / "model.safetensors").is_file() and (output_dir / "processor_config.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "script, dataset_name",
+    [
+        ("grpo_countdown.py", None),
+        ("grpo_math.py", "DigitalLearningGmbH/MATH-lighteval"),
+        ("grpo_geometry3k.py", "hiyouga/geometry3k"),
+    ],
+)
+def test_arguments(load_example, script, dataset_name):
+    parser = load_example(script)["make_parser"]()
+    script_args, training_args, kgps_args, model_args = parser.parse_args_and_config(
+        ["--model_name_or_path", "Qwen/Qwen3-0.6B", "--output_dir", "out", "--use_cpu", "true", "--selector", "greso"]
+        + [
+            "--gamma",
+            "0.2",
+            "--use_vllm",
+            "--vllm_mode",
+            "server",
+            "--use_peft",
+            "--lora_target_modules",
+            "q_proj",
+            "v_proj",
+        ]
+    )
+    assert (script_args.selector, script_args.dataset_name) == ("greso", dataset_name)
+    assert (training_args.use_vllm, training_args.vllm_mode) == (True, "server")
+    assert kgps_args.gamma == 0.2
+    assert model_args.use_peft and model_args.lora_target_modules == ["q_proj", "v_proj"]
+
+
+def test_unknown_selector_is_refused(load_example, capsys):
+    parser = load_example("grpo_math.py")["make_parser"]()
+    with pytest.raises(SystemExit):
+        parser.parse_args_and_config(["--output_dir", "out", "--selector", "ds"])
+    assert "invalid choice: 'ds'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"selector='ds'.*\['kgps', 'uniform', 'mopps', 'greso'\]"):
+        KGPSScriptArguments(selector="ds")
+
+
+@pytest.mark.skipif(is_vllm_available(), reason="checks the error GRPOTrainer gives where vLLM is not installed")
+def test_use_vllm_reaches_the_trainer(load_example, language_model, tmp_path):
+    example = load_example("grpo_countdown.py")
+    arguments = example["make_parser"]().parse_args_and_config(
+        ["--model_name_or_path", str(language_model), "--output_dir", str(tmp_path), "--use_cpu", "true"]
+        + ["--bf16", "false", "--report_to", "none", "--num_train_problems", "8", "--num_test_problems", "2"]
+        + ["--per_device_train_batch_size", "4", "--num_generations", "2", "--use_vllm"]
+    )
+    with pytest.raises(ImportError, match="vLLM"):
+        example["main"](*arguments)
+
+
+def test_geometry3k_answers_are_verified_whole(load_example):
+    from trl.rewards import accuracy_reward
+
+    example = load_example("grpo_geometry3k.py")["make_conversation"](
+        {"problem": "<image>Find x.", "answer": "2\\sqrt{3}"}
+    )
+    assert example["prompt"][0]["content"].startswith("Find x.\n")
+    right, wrong = ([{"role": "assistant", "content": f"So x = \\boxed{{{x}}}."}] for x in ("2\\sqrt{3}", "2"))
+    assert accuracy_reward([right, wrong], [example["solution"]] * 2) == [1.0, 0.0]

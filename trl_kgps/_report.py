@@ -1,0 +1,167 @@
+"""
+What a run reports about its prompts: the per-prompt difficulty table (a `datasets.Dataset`) and the `## KGPS`
+section of the model card. `datasets` and `huggingface_hub` are imported on first use.
+"""
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .config import KGPSConfig
+from .selectors import KGPSSelector
+from .selectors.base import PromptSelector
+
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+CARD_TAGS = ("kgps", "trl-kgps")
+_CARD_HEADING = "## KGPS"
+_CARD_BEFORE = "## Citations"  # TRL's model card ends with this section; ours goes just above it
+
+
+def difficulty_dataset(
+    selector: PromptSelector, times_selected: np.ndarray, prompts: Sequence[Any] | None = None
+) -> "Dataset":
+    """
+    One row per prompt: `index` (int64), `prompt` (str, only when `prompts` is given), `predicted_success` (float64,
+    `selector.predicted_success()`), `variance` (float32, `KGPSSelector`'s logit variance; NaN for the baselines,
+    which hold no logit-scale belief) and `times_selected` (int32, generation batches the prompt was chosen for).
+
+    Args:
+        selector (`PromptSelector`): the selector, over `N` prompts.
+        times_selected (`np.ndarray` of shape `(N,)`): the sampler's count.
+        prompts (`Sequence`, *optional*): the `N` prompts in dataset order; strings, or conversations (lists of
+            `{"role", "content"}` messages), which become the text of their last user message.
+    """
+    from datasets import Dataset
+
+    n = selector.num_prompts
+    if prompts is not None and len(prompts) != n:
+        raise ValueError(
+            f"prompts has {len(prompts)} entries, but the state is for {n} prompts: pass the train dataset's prompts, "
+            "in its order (e.g. `train_dataset['prompt']`), or prompts=None for a table without them."
+        )
+    variance = selector.variance if isinstance(selector, KGPSSelector) else np.full(n, np.nan, dtype=np.float32)
+    columns: dict[str, Any] = {"index": np.arange(n, dtype=np.int64)}
+    if prompts is not None:
+        columns["prompt"] = [prompt_text(prompt) for prompt in prompts]
+    columns.update(
+        predicted_success=selector.predicted_success(),
+        variance=variance,
+        times_selected=np.asarray(times_selected, dtype=np.int32),
+    )
+    return Dataset.from_dict(columns)
+
+
+def prompt_text(prompt: str | Sequence[Mapping[str, Any]]) -> str:
+    """A prompt as one string: a standard prompt itself; a conversational one, the text of its last user message."""
+    if isinstance(prompt, str):
+        return prompt
+    messages = [message for message in prompt if message.get("role") == "user"] or list(prompt)
+    content = messages[-1]["content"]
+    if isinstance(content, str):
+        return content
+    # multimodal content: [{"type": "image"}, {"type": "text", "text": "..."}]
+    return " ".join(part["text"] for part in content if part.get("type") == "text")
+
+
+def last_metrics(log_history: list[dict[str, Any]], prefix: str = "kgps/") -> dict[str, tuple[float, int | None]]:
+    """The last value logged for each metric named `prefix...`, with its step: `{name: (value, step)}`."""
+    last = {}
+    for entry in log_history:
+        for name, value in entry.items():
+            if name.startswith(prefix):
+                last[name] = (value, entry.get("step"))
+    return last
+
+
+def card_section(
+    selector: PromptSelector,
+    config: KGPSConfig,
+    *,
+    batches_chosen: int,
+    warmup_batches: int,
+    observed: int,
+    metrics: dict[str, tuple[float, int | None]],
+    location: str,
+) -> str:
+    """
+    The model card's `## KGPS` section, in markdown.
+
+    Args:
+        selector (`PromptSelector`): the selector the run used.
+        config (`KGPSConfig`): the callback's config.
+        batches_chosen (`int`): generation batches chosen, warmup included.
+        warmup_batches (`int`): how many batches the warmup takes.
+        observed (`int`): prompts with at least one scored rollout.
+        metrics (`dict`): `last_metrics(...)` of the trainer's log history.
+        location (`str`): where the state is loaded from: the Hub repo id, or the output directory.
+    """
+    is_kgps = isinstance(selector, KGPSSelector)
+    hyperparameters = selector.state_dict().get("hyperparameters") or {}
+    arguments = ", ".join(f"{key}={value!r}" for key, value in hyperparameters.items())
+    n = selector.num_prompts
+    lines = [
+        _CARD_HEADING,
+        "",
+        f"The prompts of every generation batch were chosen by `{type(selector).__name__}`"
+        f"{f' ({arguments})' if arguments else ''} through the `KGPSCallback` of "
+        "[trl-kgps](https://github.com/trl-kgps/trl-kgps) (Kalman-Guided Prompt Selection for TRL).",
+        "",
+        f"- rounds: {batches_chosen} generation batches chosen, {min(batches_chosen, warmup_batches)} of them in the "
+        "uniform warmup",
+        f"- coverage: {observed} of {n} prompts observed ({observed / n:.1%})",
+        "",
+        *_config_table(config),
+        *([] if is_kgps else ["", "A baseline uses only the config's warmup and success rule."]),
+        *_metrics_table(metrics),
+        "",
+        *_loading_snippet(type(selector).__name__, is_kgps, location),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _config_table(config: KGPSConfig) -> list[str]:
+    rows = [f"| `{field.name}` | `{getattr(config, field.name)!r}` |" for field in dataclasses.fields(config)]
+    return ["| KGPSConfig | value |", "|---|---|", *rows]
+
+
+def _metrics_table(metrics: dict[str, tuple[float, int | None]]) -> list[str]:
+    if not metrics:
+        return []
+    rows = [f"| `{name}` | {value:.4g} | {step} |" for name, (value, step) in sorted(metrics.items())]
+    return ["", "Last logged metrics:", "", "| metric | value | step |", "|---|---|---|", *rows]
+
+
+def _loading_snippet(name: str, is_kgps: bool, location: str) -> list[str]:
+    imports = (
+        [f"from trl_kgps import {name}, difficulty_table"]
+        if is_kgps
+        else ["from trl_kgps import difficulty_table", f"from trl_kgps.selectors import {name}"]
+    )
+    return [
+        "The selector's state, `kgps_state.npz`, is saved beside the model; to continue from it, or to see which prompts "
+        "it found hard:",
+        "",
+        "```python",
+        *imports,
+        "",
+        f'selector = {name}.from_pretrained("{location}")',
+        f'table = difficulty_table("{location}")  # index, predicted_success, variance, times_selected per prompt',
+        "```",
+    ]
+
+
+def add_to_card(path: str, section: str) -> None:
+    """Adds `section` to the model card at `path` (above `## Citations`, else at the end) and the KGPS tags."""
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(Path(path))
+    card.data.tags = [*(card.data.tags or []), *(tag for tag in CARD_TAGS if tag not in (card.data.tags or []))]
+    head, citations, tail = card.text.partition(_CARD_BEFORE)
+    card.text = f"{head}{section}\n{citations}{tail}" if citations else f"{card.text.rstrip()}\n\n{section}"
+    card.save(path)

@@ -1,0 +1,149 @@
+"""
+What a training run saved, loaded back: the selector, and the per-prompt difficulty table.
+
+`trainer.save_model(output_dir)` — which `trainer.push_to_hub()` calls — writes `kgps_state.npz` beside the model,
+and every `checkpoint-N` folder holds one too. Each function here reads it from a local directory, or else fetches
+it from the Hub repo of that id (`huggingface_hub` is imported only then).
+"""
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _checkpoint as checkpoint
+from ._report import difficulty_dataset
+from .selectors import GRESOSelector, KGPSSelector, MoPPSSelector, UniformSelector
+from .selectors.base import PromptSelector
+
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+_SELECTOR_CLASSES = {cls.__name__: cls for cls in (KGPSSelector, UniformSelector, MoPPSSelector, GRESOSelector)}
+
+
+def load_selector(
+    path_or_repo_id: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    token: str | bool | None = None,
+    selector_class: type | None = None,
+) -> PromptSelector:
+    """
+    The selector a training run saved — a `KGPSSelector` or a baseline, whichever the state holds — restored bit for
+    bit. `KGPSSelector.from_pretrained(...)` is this with `selector_class=KGPSSelector`.
+
+    Args:
+        path_or_repo_id (`str` or `os.PathLike`): a local directory holding `kgps_state.npz` (a trainer's
+            `output_dir` after `save_model()`, or a `checkpoint-N` folder), or a Hub repo id.
+        revision (`str`, *optional*): branch, tag or commit of the Hub repo; ignored for a local directory.
+        cache_dir (`str` or `os.PathLike`, *optional*): the Hub cache to download into.
+        token (`str` or `bool`, *optional*): the Hub token, for private repos.
+        selector_class (`type`, *optional*): the class the state must hold; any of trl-kgps's selectors by default.
+
+    Raises:
+        `FileNotFoundError`: the local directory holds no `kgps_state.npz`.
+        `ValueError`: the state holds another class than `selector_class`, or is not a readable KGPS state.
+        `OSError`: not a local directory, and the Hub repo could not be reached or holds no `kgps_state.npz`.
+    """
+    arrays, meta = _read(path_or_repo_id, revision, cache_dir, token)
+    return _restore(path_or_repo_id, arrays, meta, selector_class)
+
+
+def difficulty_table(
+    path_or_repo_id: str | os.PathLike[str],
+    prompts: Sequence[Any] | None = None,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    token: str | bool | None = None,
+) -> "Dataset":
+    """
+    The per-prompt difficulty table of a saved run, as a `datasets.Dataset` with one row per prompt: `index`,
+    `prompt` (only when `prompts` is given), `predicted_success`, `variance` (the logit variance; NaN for the
+    baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included). A live run's
+    is `KGPSCallback.difficulty_table()`.
+
+    Args:
+        path_or_repo_id (`str` or `os.PathLike`): as for `load_selector`.
+        prompts (`Sequence`, *optional*): the train dataset's prompts in its order, e.g. `train_dataset["prompt"]`;
+            conversational prompts become the text of their last user message.
+        revision, cache_dir, token: as for `load_selector`.
+
+    Example:
+
+    ```python
+    table = difficulty_table("username/my-grpo-model", prompts=train_dataset["prompt"])
+    table.sort("predicted_success").select(range(10))  # the ten hardest prompts
+    ```
+    """
+    arrays, meta = _read(path_or_repo_id, revision, cache_dir, token)
+    selector = _restore(path_or_repo_id, arrays, meta)
+    times_selected = arrays.get("times_selected")
+    if times_selected is None or times_selected.shape != (selector.num_prompts,):
+        raise ValueError(
+            f"The KGPS state of {os.fspath(path_or_repo_id)!r} holds no per-prompt selection count: it was written by "
+            "an earlier trl-kgps. Load its selector with `load_selector`, which needs no count."
+        )
+    return difficulty_dataset(selector, times_selected, prompts)
+
+
+def _read(
+    path_or_repo_id: str | os.PathLike[str],
+    revision: str | None,
+    cache_dir: str | os.PathLike[str] | None,
+    token: str | bool | None,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The state file's arrays and meta, from a local directory or else a Hub repo."""
+    location = os.fspath(path_or_repo_id)
+    if os.path.isdir(location):
+        path = os.path.join(location, checkpoint.STATE_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{location!r} holds no {checkpoint.STATE_FILE}. Pass a trainer's output_dir after "
+                "`trainer.save_model()` or `trainer.push_to_hub()` with KGPSCallback attached, or one of its "
+                "checkpoint-N folders."
+            )
+        return checkpoint.load(path)
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        path = hf_hub_download(location, checkpoint.STATE_FILE, revision=revision, cache_dir=cache_dir, token=token)
+    except (OSError, ValueError, EntryNotFoundError) as error:
+        raise OSError(
+            f"{location!r} is not a local directory, and {checkpoint.STATE_FILE} could not be fetched from the Hub "
+            f"repo of that id{'' if revision is None else f' at revision {revision!r}'} ({type(error).__name__}: "
+            f"{error}). A local directory works too: pass a trainer's output_dir or a checkpoint-N folder that holds "
+            f"{checkpoint.STATE_FILE}; for the Hub, check the repo id, your connection, HF_HUB_OFFLINE and your token."
+        ) from error
+    return checkpoint.load(path)
+
+
+def _restore(
+    path_or_repo_id: str | os.PathLike[str],
+    arrays: dict[str, np.ndarray],
+    meta: dict[str, Any],
+    selector_class: type | None = None,
+) -> PromptSelector:
+    """The selector a state file's `arrays` and `meta` describe, built and loaded; or a `ValueError` naming the fix."""
+    location = os.fspath(path_or_repo_id)
+    name = meta.get("selector_class")
+    if selector_class is not None and name != selector_class.__name__:
+        raise ValueError(
+            f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "
+            f'`{name}.from_pretrained("{location}")` (from trl_kgps.selectors), or with '
+            f'`trl_kgps.load_selector("{location}")`, which builds whichever selector the state holds.'
+        )
+    if name not in _SELECTOR_CLASSES:
+        raise ValueError(
+            f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
+            f"{sorted(_SELECTOR_CLASSES)}: build that selector yourself and pass it the state with `load_state_dict`."
+        )
+    try:
+        return _SELECTOR_CLASSES[name].from_state_dict(checkpoint.unpack_selector(arrays, meta))
+    except (KeyError, ValueError) as error:
+        raise ValueError(f"The KGPS state of {location!r} is not a readable {name} state: {error}") from None

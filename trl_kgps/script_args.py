@@ -1,0 +1,37 @@
+"""Script arguments of the example training scripts: TRL's, plus the prompt selector."""
+
+from dataclasses import dataclass, field
+
+from trl import ScriptArguments
+
+from .selectors import SELECTORS
+
+
+@dataclass
+class KGPSScriptArguments(ScriptArguments):
+    """
+    [`trl.ScriptArguments`] plus the prompt selector. Parse it next to the trainer's and KGPS's configurations:
+    `TrlParser((KGPSScriptArguments, GRPOConfig, KGPSConfig, ModelConfig))`.
+
+    Args:
+        selector (`str`, *optional*, defaults to `"kgps"`):
+            Which prompts each generation batch trains on: `"kgps"` (Kalman-Guided Prompt Selection), or one of the
+            paper's baselines, run through the same sampler, metrics and checkpoints: `"uniform"` (TRL's order),
+            `"mopps"` (Beta posteriors, Thompson sampling) or `"greso"` (skips prompts whose recent groups were all
+            right or all wrong).
+    """
+
+    selector: str = field(
+        default="kgps",
+        metadata={
+            "help": "Which prompts each generation batch trains on: 'kgps' (Kalman-Guided Prompt Selection), or one "
+            "of the paper's baselines through the same sampler, metrics and checkpoints: 'uniform' (TRL's order), "
+            "'mopps' (Beta posteriors, Thompson sampling) or 'greso' (skips prompts whose recent groups were all "
+            "right or all wrong).",
+            "choices": list(SELECTORS),
+        },
+    )
+
+    def __post_init__(self):
+        if self.selector not in SELECTORS:
+            raise ValueError(f"selector={self.selector!r} is not a prompt selector; choose one of {list(SELECTORS)}.")

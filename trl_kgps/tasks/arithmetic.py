@@ -1,0 +1,96 @@
+"""
+Graded arithmetic: `"47+8="` → `"55"`. The package's own task for the demo, the tests and the CPU benchmark.
+
+Difficulty is set by the level, so success rates spread between 0 and 1 for a small model:
+
+| level | problem | example |
+|---|---|---|
+| 1 | `a+b`, one digit each | `3+5=` → `8` |
+| 2 | `a+b`, two digits and one | `47+8=` → `55` |
+| 3 | `a+b`, two digits each | `47+38=` → `85` |
+| 4 | `a+b+c`, two digits each | `47+38+16=` → `101` |
+
+Prompts are plain text (no chat template), so any causal LM can continue them; the answer is the completion's first
+whitespace-separated word.
+"""
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+LEVELS = (1, 2, 3, 4)
+ALPHABET = "0123456789+="  # every character a prompt or an answer can hold
+
+
+def make_problems(num_problems: int, seed: int = 0, levels: tuple[int, ...] = LEVELS) -> dict[str, list]:
+    """
+    `num_problems` distinct problems, levels drawn uniformly from `levels`.
+
+    Returns:
+        `dict` with `prompt` (`"47+8="`), `answer` (`"55"`) and `level` lists, each of length `num_problems`.
+    """
+    unknown = sorted(set(levels) - set(LEVELS))
+    if num_problems < 1 or unknown or not levels:
+        raise ValueError(
+            f"make_problems(num_problems={num_problems}, levels={levels}): num_problems must be >= 1 and levels a "
+            f"non-empty subset of {LEVELS}."
+        )
+    if num_problems > _capacity(levels):
+        raise ValueError(
+            f"levels {levels} hold {_capacity(levels)} distinct problems, fewer than num_problems={num_problems}; "
+            "add a harder level."
+        )
+    rng = np.random.default_rng(seed)
+    seen, columns = set(), {"prompt": [], "answer": [], "level": []}
+    while len(columns["prompt"]) < num_problems:
+        level = int(rng.choice(levels))
+        prompt, answer = _problem(level, rng)
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        columns["prompt"].append(prompt)
+        columns["answer"].append(answer)
+        columns["level"].append(level)
+    return columns
+
+
+def make_dataset(num_problems: int, seed: int = 0, levels: tuple[int, ...] = LEVELS) -> "Dataset":
+    """[`make_problems`] as a `datasets.Dataset` with columns `prompt`, `answer`, `level`."""
+    from datasets import Dataset
+
+    return Dataset.from_dict(make_problems(num_problems, seed, levels))
+
+
+# The digits of each operand, per level.
+_DIGITS = {1: (1, 1), 2: (1, 1, 1), 3: (1, 1, 1, 1), 4: (2, 2)}
+
+
+def _problem(level: int, rng: np.random.Generator) -> tuple[str, str]:
+    operands = [int(rng.integers(0 if digits == 1 else 10, 10**digits)) for digits in _DIGITS[level]]
+    return "+".join(map(str, operands)) + "=", str(sum(operands))
+
+
+def _capacity(levels: tuple[int, ...]) -> int:
+    """How many distinct prompts `levels` hold."""
+    return sum(int(np.prod([10 if digits == 1 else 90 for digits in _DIGITS[level]])) for level in levels)
+
+
+def completion_text(completion: "str | list[dict[str, str]]") -> str:
+    """The text of a completion, plain (`str`) or conversational (a list of messages)."""
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
+def arithmetic_reward(completions: list, answer: list[str], **kwargs) -> list[float]:
+    """
+    1.0 where a completion's first word is the answer, else 0.0 — a TRL reward function (the dataset's `answer`
+    column arrives as a keyword).
+    """
+    rewards = []
+    for completion, expected in zip(completions, answer):
+        words = completion_text(completion).split()
+        rewards.append(float(bool(words) and words[0] == expected))
+    return rewards

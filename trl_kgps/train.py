@@ -1,0 +1,270 @@
+"""
+`trl-kgps train`: GRPO with KGPS choosing the prompts, out of the box.
+
+With no `--model_name_or_path`, it builds a small Qwen2 from a config and a character tokenizer, warms it up on
+arithmetic for a few hundred supervised steps (so its success rates spread between 0 and 1), then trains it with
+`GRPOTrainer` + `KGPSCallback` on the package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in a
+few minutes, nothing downloaded. With `--model_name_or_path`, that model trains instead. With `--dataset_name`, a
+dataset with `prompt` and `solution` columns trains instead, rewarded by `trl.rewards.accuracy_reward` (math-verify).
+
+It takes TRL's flags (`GRPOConfig`, `ModelConfig`), KGPS's (`KGPSConfig`) and `--selector`, and writes into
+`--output_dir` the model, `kgps_state.npz`, the model card (`README.md`, with a KGPS section), `kgps_summary.json`
+and `kgps_difficulty.png`.
+
+```bash
+trl-kgps train                                   # the demo: about 2 minutes on 2 CPU cores
+trl-kgps train --selector uniform --output_dir uniform  # the same run with TRL's order, to compare
+trl-kgps train --max_steps 600 --gamma 0.3 --learning_rate 1e-3
+```
+"""
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import TrainerCallback
+
+from .callback import KGPSCallback
+from .config import KGPSConfig
+from .script_args import KGPSScriptArguments
+from .tasks import arithmetic, tiny
+
+
+logger = logging.getLogger(__name__)
+
+# What the built-in demo changes in GRPOConfig's defaults; every one can still be set on the command line.
+DEMO_DEFAULTS = dict(
+    output_dir="trl-kgps-demo",
+    max_steps=300,
+    per_device_train_batch_size=64,  # 8 prompts x 8 completions per step
+    num_generations=8,
+    max_completion_length=4,
+    learning_rate=5e-4,
+    logging_steps=10,
+    save_strategy="no",
+    seed=0,
+)
+
+
+@dataclass
+class TrainScriptArguments(KGPSScriptArguments):
+    """
+    [`KGPSScriptArguments`] plus the built-in task's sizes.
+
+    Args:
+        num_prompts (`int`, *optional*, defaults to `512`):
+            Training prompts generated when no `--dataset_name` is given.
+        num_eval_prompts (`int`, *optional*, defaults to `256`):
+            Held-out prompts on which accuracy is measured before and after training (built-in task only).
+        eval_samples (`int`, *optional*, defaults to `8`):
+            Completions per held-out prompt, sampled at the training temperature.
+        warm_start_steps (`int`, *optional*, defaults to `600`):
+            Supervised steps that warm up the small model built when no `--model_name_or_path` is given.
+    """
+
+    num_prompts: int = field(default=512, metadata={"help": "Training prompts generated when no --dataset_name."})
+    num_eval_prompts: int = field(
+        default=256, metadata={"help": "Held-out prompts scored before and after training (built-in task only)."}
+    )
+    eval_samples: int = field(
+        default=8, metadata={"help": "Completions per held-out prompt, sampled at the training temperature."}
+    )
+    warm_start_steps: int = field(
+        default=600, metadata={"help": "Supervised warm-up steps of the small model built without a model name."}
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("num_prompts", "num_eval_prompts", "eval_samples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} {getattr(self, name)} must be >= 1.")
+        if self.warm_start_steps < 0:
+            raise ValueError(f"--warm_start_steps {self.warm_start_steps} must be >= 0 (0: no warm start).")
+
+
+class DifficultyTrace(TrainerCallback):
+    """Snapshots every prompt's predicted success after the warmup, every `logging_steps`: the plot's data."""
+
+    def __init__(self, kgps: KGPSCallback):
+        self.kgps = kgps
+        self.steps: list[int] = []
+        self.snapshots: list[np.ndarray] = []  # each (N,): sigmoid(m) of every prompt
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self.kgps.in_warmup and state.global_step % args.logging_steps == 0:
+            self.steps.append(state.global_step)
+            self.snapshots.append(np.asarray(self.kgps.selector.predicted_success(), dtype=np.float32))
+
+
+def make_parser():
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    parser = TrlParser((TrainScriptArguments, GRPOConfig, KGPSConfig, ModelConfig), prog="trl-kgps train")
+    defaults = dict(DEMO_DEFAULTS)
+    if not torch.cuda.is_available():
+        defaults["bf16"] = False
+    parser.set_defaults(**defaults)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Parses `argv` (TRL's, KGPS's and this command's flags), trains, and returns the summary it prints."""
+    parser = make_parser()
+    script_args, training_args, kgps_args, model_args = parser.parse_args_and_config(args=argv)
+    return train(script_args, training_args, kgps_args, model_args)
+
+
+def train(script_args, training_args, kgps_args, model_args) -> dict:
+    from trl import GRPOTrainer, get_peft_config
+
+    model, tokenizer = _policy(script_args, model_args, training_args.seed)
+    if script_args.dataset_name is None:
+        problems = arithmetic.make_dataset(script_args.num_prompts + script_args.num_eval_prompts, seed=1)
+        split = problems.train_test_split(test_size=script_args.num_eval_prompts, shuffle=False)
+        train_dataset, eval_dataset, reward = split["train"], split["test"], arithmetic.arithmetic_reward
+    else:
+        from datasets import load_dataset
+        from trl.rewards import accuracy_reward
+
+        train_dataset = load_dataset(
+            script_args.dataset_name, script_args.dataset_config, split=script_args.dataset_train_split
+        )
+        eval_dataset, reward = None, accuracy_reward
+
+    before = _accuracy(model, tokenizer, eval_dataset, script_args, training_args)
+    kgps = KGPSCallback(kgps_args, selector=script_args.selector)
+    trace = DifficultyTrace(kgps)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=training_args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        callbacks=[kgps, trace],
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    after = _accuracy(trainer.model, tokenizer, eval_dataset, script_args, training_args)
+
+    summary = _summary(trainer, kgps, before, after, script_args.selector)
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        trainer.create_model_card(dataset_name=script_args.dataset_name or "trl-kgps arithmetic (generated)")
+        with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
+            json.dump(summary, f, indent=1)
+        levels = train_dataset["level"] if "level" in train_dataset.column_names else None
+        _plot(trace, levels, os.path.join(training_args.output_dir, "kgps_difficulty.png"))
+        print(_format(summary, training_args.output_dir))
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+    return summary
+
+
+def _policy(script_args, model_args, seed: int):
+    """The model to train and its tokenizer: the named one, or a small one warmed up on arithmetic here."""
+    if model_args.model_name_or_path is not None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        name = model_args.model_name_or_path
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=model_args.model_revision, padding_side="left")
+        model = AutoModelForCausalLM.from_pretrained(
+            name, revision=model_args.model_revision, dtype=model_args.dtype or "auto"
+        )
+        return model, tokenizer
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tokenizer, seed=seed)
+    if script_args.warm_start_steps:
+        # Problems drawn apart from the training and held-out prompts' seed: the warm start teaches the task, not
+        # the answers RL will be scored on (a few easy prompts overlap by chance: level 1 holds 100 problems).
+        warm = arithmetic.make_problems(8000, seed=100 + seed)
+        logger.warning("Warm start: %d supervised steps on arithmetic...", script_args.warm_start_steps)
+        tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], script_args.warm_start_steps, seed=seed)
+    return model, tokenizer
+
+
+def _accuracy(model, tokenizer, eval_dataset, script_args, training_args) -> dict | None:
+    """Held-out accuracy, overall and per level, sampled as the trainer samples; None without the built-in task."""
+    if eval_dataset is None:
+        return None
+    rates = tiny.success_rates(
+        model,
+        tokenizer,
+        eval_dataset["prompt"],
+        eval_dataset["answer"],
+        samples=script_args.eval_samples,
+        temperature=training_args.temperature,
+        max_new_tokens=training_args.max_completion_length,
+        seed=training_args.seed,
+    )
+    levels = np.asarray(eval_dataset["level"])
+    return {"all": float(rates.mean()), **{f"level {k}": float(rates[levels == k].mean()) for k in np.unique(levels)}}
+
+
+def _summary(trainer, kgps: KGPSCallback, before: dict | None, after: dict | None, selector: str) -> dict:
+    last = {}
+    for record in trainer.state.log_history:
+        last.update({key: value for key, value in record.items() if key.startswith("kgps/") or key == "reward"})
+    return {
+        "selector": selector,
+        "steps": trainer.state.global_step,
+        "rollouts": kgps.rollouts,
+        "accuracy_before": before,
+        "accuracy_after": after,
+        "kgps": {key: round(float(value), 4) for key, value in last.items()},
+        "coverage": kgps.coverage,
+    }
+
+
+def _format(summary: dict, output_dir: str) -> str:
+    lines = [f"\n{'=' * 30} trl-kgps train: summary {'=' * 30}"]
+    lines.append(f"selector {summary['selector']}: {summary['steps']} steps, {summary['rollouts']} rollouts")
+    before, after = summary["accuracy_before"], summary["accuracy_after"]
+    if before is not None:
+        lines.append("held-out accuracy (sampled):")
+        lines += [f"  {key:<8} {before[key]:.3f} -> {after[key]:.3f}" for key in before]
+    metrics = summary["kgps"]
+    lines.append(
+        "last KGPS metrics: "
+        + ", ".join(f"{key[5:] if key.startswith('kgps/') else key} {value:g}" for key, value in metrics.items())
+    )
+    lines.append(
+        f"wrote the model, kgps_state.npz, README.md, kgps_summary.json and kgps_difficulty.png to {output_dir}"
+    )
+    return "\n".join(lines)
+
+
+def _plot(trace: DifficultyTrace, levels, path: str) -> None:
+    """Mean predicted success of each level's prompts (or of all prompts, with its quartiles) against the step."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed: no plot (pip install 'trl-kgps[plots]').")
+        return
+    if not trace.steps:
+        logger.warning("The run did not leave the warmup: no difficulty estimates to plot.")
+        return
+    snapshots = np.stack(trace.snapshots)  # (T, N)
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    if levels is None:
+        low, median, high = np.quantile(snapshots, [0.25, 0.5, 0.75], axis=1)
+        ax.fill_between(trace.steps, low, high, alpha=0.3, label="quartiles")
+        ax.plot(trace.steps, median, label="median")
+    else:
+        levels = np.asarray(levels)
+        for level in np.unique(levels):
+            ax.plot(trace.steps, snapshots[:, levels == level].mean(axis=1), label=f"level {level}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("predicted success (mean)")
+    ax.set_ylim(0, 1)
+    ax.set_title("How the selector's difficulty estimates evolved")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
