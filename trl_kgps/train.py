@@ -32,6 +32,7 @@ from .callback import KGPSCallback
 from .config import KGPSConfig
 from .script_args import KGPSScriptArguments
 from .tasks import arithmetic, tiny
+from .tasks.evaluation import success_rates
 
 
 logger = logging.getLogger(__name__)
@@ -190,11 +191,12 @@ def _accuracy(model, tokenizer, eval_dataset, script_args, training_args) -> dic
     """Held-out accuracy, overall and per level, sampled as the trainer samples; None without the built-in task."""
     if eval_dataset is None:
         return None
-    rates = tiny.success_rates(
+    rates = success_rates(
         model,
         tokenizer,
         eval_dataset["prompt"],
-        eval_dataset["answer"],
+        arithmetic.arithmetic_reward,
+        {"answer": eval_dataset["answer"]},
         samples=script_args.eval_samples,
         temperature=training_args.temperature,
         max_new_tokens=training_args.max_completion_length,

@@ -1,6 +1,6 @@
 """
 A tiny policy that learns arithmetic on a CPU in a minute: a character tokenizer built here, a small Qwen2 made from a
-config, a supervised warm start, and a success-rate estimator. Nothing is downloaded.
+config, and a supervised warm start. Nothing is downloaded.
 """
 
 import math
@@ -107,51 +107,3 @@ def _right_padded(prompt_ids, answer_ids, pad_id: int) -> tuple[torch.Tensor, to
         input_ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
         labels[row, len(prompt) : len(prompt) + len(answer)] = torch.tensor(answer)
     return input_ids, labels
-
-
-@torch.no_grad()
-def success_rates(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    answers: Sequence[str],
-    samples: int = 1,
-    temperature: float | None = 1.0,
-    max_new_tokens: int = 6,
-    batch_size: int = 256,
-    seed: int = 0,
-) -> np.ndarray:
-    """
-    Each prompt's share of correct completions: `samples` draws at `temperature`, or one greedy completion when
-    `temperature` is None. The answer is judged as [`arithmetic_reward`] judges it.
-
-    Returns:
-        `np.ndarray` of shape `(len(prompts),)`, in `[0, 1]`.
-    """
-    from .arithmetic import arithmetic_reward
-
-    greedy = temperature is None
-    draws = 1 if greedy else samples
-    torch.manual_seed(seed)
-    was_training = model.training
-    model.eval()
-    rates = np.empty(len(prompts))
-    per_call = max(1, batch_size // draws)
-    for start in range(0, len(prompts), per_call):
-        chunk = list(prompts[start : start + per_call])
-        encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
-        output = model.generate(
-            **encoded,
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_k=None,
-            top_p=None,
-            num_return_sequences=draws,
-            max_new_tokens=max_new_tokens,
-        )
-        texts = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
-        expected = [answer for answer in answers[start : start + per_call] for _ in range(draws)]
-        rewards = np.asarray(arithmetic_reward(texts, expected)).reshape(len(chunk), draws)
-        rates[start : start + len(chunk)] = rewards.mean(axis=1)
-    model.train(was_training)
-    return rates

@@ -1,0 +1,55 @@
+"""`trl-kgps train`, the README's main job, end to end on a few steps: what it prints and writes."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from trl_kgps import KGPSSelector, difficulty_table
+from trl_kgps.cli import main
+
+
+FEW_STEPS = [
+    "--max_steps", "6", "--num_prompts", "16", "--num_eval_prompts", "8", "--eval_samples", "2",
+    "--warm_start_steps", "5", "--per_device_train_batch_size", "16", "--num_generations", "4",
+    "--logging_steps", "2", "--disable_tqdm", "true",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys):
+    main(["train", "--output_dir", str(tmp_path), *FEW_STEPS])
+    printed = capsys.readouterr().out
+    assert "trl-kgps train: summary" in printed and "held-out accuracy" in printed
+
+    summary = json.loads((tmp_path / "kgps_summary.json").read_text())
+    # 16 prompts in batches of 4 prompts x 4 completions: 4 warmup steps, then 2 chosen by KGPS.
+    assert summary["steps"] == 6 and summary["rollouts"] == 6 * 16
+    assert summary["coverage"] == 1.0
+    assert set(summary["accuracy_before"]) == {"all", "level 1", "level 2", "level 3", "level 4"}
+    assert 0.0 <= summary["accuracy_after"]["all"] <= 1.0
+    assert "kgps/informative" in summary["kgps"]
+
+    for name in ("model.safetensors", "tokenizer.json", "kgps_state.npz", "kgps_difficulty.png"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert "## KGPS" in (tmp_path / "README.md").read_text()
+    selector = KGPSSelector.from_pretrained(tmp_path)
+    assert selector.num_prompts == 16
+    table = difficulty_table(tmp_path)
+    assert int(np.sum(table["times_selected"])) >= 6 * 4
+
+
+def test_train_refuses_bad_sizes_before_building_anything(tmp_path):
+    with pytest.raises(ValueError, match="--num_prompts 0 must be >= 1"):
+        main(["train", "--output_dir", str(tmp_path), "--num_prompts", "0"])
+    assert not any(tmp_path.iterdir())
+
+
+def test_train_help_lists_trl_kgps_and_script_flags():
+    result = subprocess.run(
+        [sys.executable, "-m", "trl_kgps.cli", "train", "--help"], capture_output=True, text=True, check=True
+    )
+    for flag in ("--max_steps", "--model_name_or_path", "--dataset_name", "--gamma", "--selector", "--num_prompts"):
+        assert flag in result.stdout
