@@ -30,8 +30,11 @@ def build_tokenizer(alphabet: str = ALPHABET):
     )
 
 
-def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, seed: int = 0):
-    """A small `Qwen2ForCausalLM` for `tokenizer`, initialised from `seed` (about 0.1M parameters by default)."""
+def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, max_length: int = 64, seed: int = 0):
+    """
+    A small `Qwen2ForCausalLM` for `tokenizer`, initialised from `seed` (about 75k parameters by default), for
+    sequences of up to `max_length` tokens.
+    """
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
@@ -42,7 +45,7 @@ def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, seed: int
         num_hidden_layers=num_layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=64,
+        max_position_embeddings=max_length,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
