@@ -70,7 +70,13 @@ def cpu_setting(args) -> Setting:
     tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], args.warm_start_steps)
     problems = arithmetic.make_dataset(args.num_prompts + args.num_eval_prompts, seed=1)
     split = problems.train_test_split(test_size=args.num_eval_prompts, shuffle=False)
-    grpo = dict(use_cpu=True, bf16=False, max_completion_length=4, learning_rate=args.learning_rate or 5e-4)
+    grpo = dict(
+        use_cpu=True,
+        bf16=False,
+        max_completion_length=4,
+        learning_rate=args.learning_rate or 3e-4,
+        warmup_steps=args.lr_warmup_steps,
+    )
     return Setting(model, tokenizer, split["train"], split["test"], arithmetic.arithmetic_reward, ("answer",), grpo, 4)
 
 
@@ -243,7 +249,14 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
     logged = trainer.state.log_history
     warmup_steps = kgps.sampler.warmup_batches
     after_warmup = [r for r in logged if r.get("step", 0) > warmup_steps]
-    return dict(records=snapshots.records, wall_s=wall, informative_share=_mean(after_warmup, "kgps/informative"))
+    # Every prompt is chosen once by the warmup epoch: more than that, and a selector chose it afterwards.
+    distinct = int(np.count_nonzero(kgps.sampler.times_selected > kgps.config.warmup_epochs))
+    return dict(
+        records=snapshots.records,
+        wall_s=wall,
+        informative_share=_mean(after_warmup, "kgps/informative"),
+        distinct_prompts=distinct,
+    )
 
 
 def _ds_extra(method: str, selector, kgps: KGPSCallback, G: int) -> int:
@@ -263,8 +276,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--snapshot_every", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--snapshot_every", type=int, default=25)
     parser.add_argument("--num_prompts", type=int, default=256)
     parser.add_argument("--num_eval_prompts", type=int, default=256)
     parser.add_argument("--prompts_per_step", type=int, default=8)
@@ -273,9 +286,16 @@ def main(argv=None) -> None:
     parser.add_argument("--eval_samples", type=int, default=8)
     parser.add_argument("--warm_start_steps", type=int, default=600)
     parser.add_argument("--learning_rate", type=float, default=None)
+    parser.add_argument("--lr_warmup_steps", type=int, default=20)
     parser.add_argument("--paper", action="store_true", help="Qwen3-0.6B on MATH (GPU)")
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--report_only", action="store_true", help="rewrite the table and plots from real_cpu.json")
     args = parser.parse_args(argv)
+    if args.report_only:
+        with open(os.path.join(args.out, "real_cpu.json")) as f:
+            results = json.load(f)
+        _report(results, args.out)
+        return
     methods = args.methods.split(",")
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
@@ -316,6 +336,7 @@ def _curves(outcome: dict) -> dict:
         rollouts=curves["rollouts"][-1],
         informative_share=outcome["informative_share"],
         mae_vs_true=float(np.mean(estimated)) if estimated else None,
+        distinct_prompts=outcome.get("distinct_prompts"),
         wall_s=outcome["wall_s"],
     )
     return curves
@@ -359,11 +380,34 @@ def _write(results: dict, trajectories: list[dict], out: str) -> None:
     with open(os.path.join(out, "real_cpu.json"), "w") as f:
         json.dump(results, f, indent=1)
     Dataset.from_list(trajectories).to_parquet(os.path.join(out, "real_cpu_trajectories.parquet"))
-    table = _markdown(results)
+    _report(results, out)
+
+
+def _report(results: dict, out: str) -> None:
+    table = _markdown(results) + _paired(results)
     with open(os.path.join(out, "real_cpu.md"), "w") as f:
         f.write(table)
     print(table)
     _plot(results, out)
+
+
+def _paired(results: dict, baseline: str = "uniform") -> str:
+    """Each method's final held-out accuracy minus the baseline's in the run with the same seed."""
+    runs = results["runs"]
+    if baseline not in runs:
+        return ""
+    lines = ["", f"Final held-out accuracy minus {baseline}'s, same seed (paired):", ""]
+    for method, seeds in runs.items():
+        if method == baseline:
+            continue
+        differences = [
+            seeds[seed]["heldout_accuracy"][-1] - runs[baseline][seed]["heldout_accuracy"][-1]
+            for seed in seeds
+            if seed in runs[baseline]
+        ]
+        per_seed = ", ".join(f"{d:+.3f}" for d in differences)
+        lines.append(f"- {method}: {np.mean(differences):+.3f} ± {np.std(differences):.3f} (seeds: {per_seed})")
+    return "\n".join(lines) + "\n"
 
 
 COLUMNS = (
@@ -372,6 +416,7 @@ COLUMNS = (
     ("rollouts", "rollouts", 0),
     ("informative_share", "informative share", 3),
     ("mae_vs_true", "MAE vs true success", 3),
+    ("distinct_prompts", "prompts trained after warmup", 0),
     ("wall_s", "train s", 0),
 )
 

@@ -14,7 +14,7 @@ and `kgps_difficulty.png`.
 ```bash
 trl-kgps train                                   # the demo: about 2 minutes on 2 CPU cores
 trl-kgps train --selector uniform --output_dir uniform  # the same run with TRL's order, to compare
-trl-kgps train --max_steps 600 --gamma 0.3 --learning_rate 1e-3
+trl-kgps train --max_steps 600 --num_prompts 1024 --gamma 1.0
 ```
 """
 
@@ -44,7 +44,8 @@ DEMO_DEFAULTS = dict(
     per_device_train_batch_size=64,  # 8 prompts x 8 completions per step
     num_generations=8,
     max_completion_length=4,
-    learning_rate=5e-4,
+    learning_rate=3e-4,
+    warmup_steps=20,  # RL's first Adam steps, at full rate, undo much of the warm start
     logging_steps=10,
     save_strategy="no",
     seed=0,
