@@ -130,7 +130,6 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
         train_dataset, eval_dataset, reward = split["train"], split["test"], arithmetic.arithmetic_reward
     else:
         from datasets import load_dataset
-        from trl.rewards import accuracy_reward
 
         train_dataset = load_dataset(
             script_args.dataset_name, script_args.dataset_config, split=script_args.dataset_train_split
@@ -164,6 +163,14 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     return summary
+
+
+def accuracy_reward(completions: list, solution: list[str], **kwargs) -> list[float | None]:
+    """`trl.rewards.accuracy_reward` (math-verify against the `solution` column), for plain-text completions too."""
+    from trl.rewards import accuracy_reward as conversational_accuracy_reward
+
+    messages = [c if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
+    return conversational_accuracy_reward(messages, solution, **kwargs)
 
 
 def _policy(script_args, model_args, seed: int):

@@ -9,6 +9,7 @@ import pytest
 
 from trl_kgps import KGPSSelector, difficulty_table
 from trl_kgps.cli import main
+from trl_kgps.train import accuracy_reward
 
 
 FEW_STEPS = [
@@ -53,3 +54,23 @@ def test_train_help_lists_trl_kgps_and_script_flags():
     )
     for flag in ("--max_steps", "--model_name_or_path", "--dataset_name", "--gamma", "--selector", "--num_prompts"):
         assert flag in result.stdout
+
+
+@pytest.mark.slow
+def test_train_on_a_local_dataset_with_solutions_uses_the_math_verify_reward(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"prompt": f"{i}+1=", "solution": f"${i + 1}$"} for i in range(8)]
+    (data / "train.jsonl").write_text("\n".join(json.dumps(row) for row in rows))
+    out = tmp_path / "out"
+    few = FEW_STEPS[FEW_STEPS.index("--warm_start_steps") :]  # the built-in task's sizes do not apply
+    main(["train", "--output_dir", str(out), "--dataset_name", str(data), "--max_steps", "3", *few])
+    summary = json.loads((out / "kgps_summary.json").read_text())
+    assert summary["accuracy_before"] is None and summary["steps"] == 3 and summary["rollouts"] == 3 * 16
+    assert "held-out accuracy" not in capsys.readouterr().out
+    assert KGPSSelector.from_pretrained(out).num_prompts == 8
+
+
+def test_the_math_reward_judges_plain_and_conversational_completions_alike():
+    completions = ["so \\boxed{2}", "\\boxed{3}", [{"role": "assistant", "content": "\\boxed{2}"}]]
+    assert accuracy_reward(completions, solution=["$2$"] * 3) == [1.0, 0.0, 1.0]
