@@ -15,7 +15,9 @@ python benchmarks/real_cpu.py --paper --out results_math   # the paper's Qwen3-0
 ```
 
 Writes into `--out`: `real_cpu.json` (per method and seed: rollouts, held-out accuracy, MAE vs true success,
-informative share), `real_cpu.md`, `real_cpu_accuracy_vs_rollouts.png`, `real_cpu_estimation.png` and
+informative share), `real_cpu.md`, `real_cpu_accuracy_vs_rollouts.png` (the paper's Fig. 1a),
+`real_cpu_batch_mae.png` (Fig. 1b: predicted against empirical `s/k` of each selected batch),
+`real_cpu_mae_vs_true.png` (predicted against true success, every prompt) and
 `real_cpu_trajectories.parquet` (method, seed, step, rollouts, prompt, level, true and predicted success).
 
 DS is emulated outside the trainer: before each batch, candidates from a uniform stream are rolled out by the
@@ -255,6 +257,8 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
         records=snapshots.records,
         wall_s=wall,
         informative_share=_mean(after_warmup, "kgps/informative"),
+        spearman=_mean(after_warmup, "kgps/spearman"),
+        batch_mae=[(r["step"], r["kgps/mae"]) for r in after_warmup if "kgps/mae" in r],
         distinct_prompts=distinct,
     )
 
@@ -322,12 +326,19 @@ def main(argv=None) -> None:
 def _curves(outcome: dict) -> dict:
     records = outcome["records"]
     mae = [float(np.abs(r["predicted"] - r["true"]).mean()) if r["predicted"] is not None else None for r in records]
+    steps = [r["step"] for r in records]
+    # The paper's Fig. 1b: |predicted - s/k| over each selected batch, averaged between consecutive snapshots.
+    batch_mae = []
+    for previous, step in zip([-1] + steps[:-1], steps):
+        window = [value for logged_step, value in outcome["batch_mae"] if previous < logged_step <= step]
+        batch_mae.append(float(np.mean(window)) if window else None)
     curves = dict(
-        steps=[r["step"] for r in records],
+        steps=steps,
         rollouts=[r["rollouts"] for r in records],
         heldout_accuracy=[r["heldout"] for r in records],
         train_true_success=[float(r["true"].mean()) for r in records],
         mae_vs_true=mae,
+        batch_mae=batch_mae,
     )
     estimated = [m for m in mae if m is not None]
     curves["summary"] = dict(
@@ -336,6 +347,8 @@ def _curves(outcome: dict) -> dict:
         rollouts=curves["rollouts"][-1],
         informative_share=outcome["informative_share"],
         mae_vs_true=float(np.mean(estimated)) if estimated else None,
+        batch_mae=float(np.mean([value for _, value in outcome["batch_mae"]])) if outcome["batch_mae"] else None,
+        spearman=outcome["spearman"],
         distinct_prompts=outcome.get("distinct_prompts"),
         wall_s=outcome["wall_s"],
     )
@@ -415,7 +428,9 @@ COLUMNS = (
     ("final_train_success", "train-pool success", 3),
     ("rollouts", "rollouts", 0),
     ("informative_share", "informative share", 3),
-    ("mae_vs_true", "MAE vs true success", 3),
+    ("batch_mae", "MAE vs s/k, selected batch", 3),
+    ("spearman", "Spearman vs s/k", 3),
+    ("mae_vs_true", "MAE vs true success, all prompts", 3),
     ("distinct_prompts", "prompts trained after warmup", 0),
     ("wall_s", "train s", 0),
 )
@@ -450,7 +465,8 @@ def _plot(results: dict, out: str) -> None:
 
     panels = {
         "real_cpu_accuracy_vs_rollouts.png": (("rollouts", "heldout_accuracy"), ("rollouts", "held-out accuracy")),
-        "real_cpu_estimation.png": (("steps", "mae_vs_true"), ("step", "MAE, predicted vs true success")),
+        "real_cpu_batch_mae.png": (("steps", "batch_mae"), ("step", "MAE, predicted vs s/k (selected batch)")),
+        "real_cpu_mae_vs_true.png": (("steps", "mae_vs_true"), ("step", "MAE, predicted vs true success")),
     }
     for filename, ((x_key, y_key), (x_label, y_label)) in panels.items():
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
