@@ -1,6 +1,6 @@
 """
-Time and size of the KGPS state file (`kgps_state.npz`) for large prompt pools: the selector's state written
-atomically and read back, as `KGPSCallback` does in every checkpoint.
+Time and size of the KGPS state file (`kgps_state.npz`) for large prompt pools: the selector's state, the observed
+flags and the selection counts written atomically and read back, as `KGPSCallback` does beside every saved model.
 
 Run: `python benchmarks/bench_checkpoint.py`.
 """
@@ -20,10 +20,9 @@ def main():
     print("| prompts | file | save | load |")
     print("|---|---|---|---|")
     for n in (1_000_000, 10_000_000):
-        selector = KGPSSelector(n)
-        state = selector.state_dict()
-        arrays = {"mean": state["mean"], "variance_base": state["variance_base"], "observed": np.ones(n, dtype=bool)}
-        meta = {"rng_state": state["rng_state"], "variance_offset": state["variance_offset"]}
+        # What the callback writes for a pool of n prompts: the selector's state, the observed flags, the counts.
+        arrays, meta = checkpoint.pack_selector(KGPSSelector(n).state_dict())
+        arrays.update(observed=np.ones(n, dtype=bool), times_selected=np.ones(n, dtype=np.int32))
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, checkpoint.STATE_FILE)
             saves, loads = [], []
