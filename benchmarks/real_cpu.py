@@ -86,7 +86,8 @@ def paper_setting(args) -> Setting:
     """Qwen3-0.6B on MATH with the math-verify accuracy reward, the paper's hyperparameters (a GPU is needed)."""
     from datasets import load_dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl.rewards import accuracy_reward
+
+    from trl_kgps.train import accuracy_reward  # math-verify, for the snapshots' plain-text completions too
 
     name = "Qwen/Qwen3-0.6B"
     tokenizer = AutoTokenizer.from_pretrained(name, padding_side="left")
