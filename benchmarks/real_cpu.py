@@ -43,6 +43,7 @@ from transformers import TrainerCallback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
+from trl_kgps._plots import pyplot  # noqa: E402
 from trl_kgps.tasks import arithmetic, tiny  # noqa: E402
 from trl_kgps.tasks.evaluation import success_rates  # noqa: E402
 
@@ -104,16 +105,25 @@ def paper_setting(args) -> Setting:
     return Setting(model, tokenizer, train, test, accuracy_reward, ("solution",), grpo, 4096)
 
 
+def _success(setting: Setting, model, dataset, samples: int, seed: int) -> np.ndarray:
+    """The success rate of each of `dataset`'s prompts under `model`, from `samples` completions each."""
+    columns = {name: dataset[name] for name in setting.columns}
+    return success_rates(
+        model, setting.tokenizer, dataset["prompt"], setting.reward, columns, samples=samples,
+        max_new_tokens=setting.max_new_tokens, seed=seed,
+    )  # fmt: skip
+
+
 class DynamicSampling:
     """
     DAPO's dynamic sampling as a prompt selector: candidates from a seeded uniform stream are rolled out by the
-    current policy, `group_size` completions each, and kept when their group is mixed, until `batch_size` are kept
-    (at most `max_candidates` candidates per batch; the last ones screened fill a batch that falls short).
-    `screened` counts every candidate rolled out.
+    current policy (`screen(indices)` returns their success rates) and kept when their group is mixed, until
+    `batch_size` are kept (at most `max_candidates` candidates per batch; the last ones screened fill a batch that
+    falls short). `screened` counts every candidate rolled out.
     """
 
-    def __init__(self, num_prompts: int, screen, group_size: int, seed: int, max_candidates: int = 256):
-        self.num_prompts, self.screen, self.group_size = num_prompts, screen, group_size
+    def __init__(self, num_prompts: int, screen, seed: int, max_candidates: int = 256):
+        self.num_prompts, self.screen = num_prompts, screen
         self.rng = np.random.default_rng(seed)
         self.max_candidates = max_candidates
         self.stream: list[int] = []
@@ -172,26 +182,16 @@ class Snapshots(TrainerCallback):
         self.setting, self.kgps, self.args, self.extra_rollouts = setting, kgps, args, extra_rollouts
         self.records = []
 
-    def _rates(self, model, dataset, samples: int, seed: int) -> np.ndarray:
-        s = self.setting
-        columns = {name: dataset[name] for name in s.columns}
-        return success_rates(
-            model, s.tokenizer, dataset["prompt"], s.reward, columns, samples=samples,
-            max_new_tokens=s.max_new_tokens, seed=seed,
-        )  # fmt: skip
-
     def take(self, model, step: int) -> None:
-        selector = self.kgps.selector
-        predicted = selector.predicted_success() if not isinstance(selector, str) and selector else None
+        setting, args = self.setting, self.args
         self.records.append(
             dict(
                 step=step,
                 rollouts=self.kgps.rollouts + self.extra_rollouts(),
-                true=self._rates(model, self.setting.train, self.args.true_samples, seed=10_000 + step),
-                heldout=float(
-                    self._rates(model, self.setting.test, self.args.eval_samples, seed=20_000 + step).mean()
-                ),
-                predicted=None if self.kgps.in_warmup or predicted is None else np.asarray(predicted, dtype=float),
+                true=_success(setting, model, setting.train, args.true_samples, seed=10_000 + step),
+                heldout=float(_success(setting, model, setting.test, args.eval_samples, seed=20_000 + step).mean()),
+                # Before the warmup ends a selector has no prediction of its own.
+                predicted=None if self.kgps.in_warmup else np.asarray(self.kgps.selector.predicted_success(), float),
             )
         )
 
@@ -210,17 +210,11 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
     G = args.num_generations
     selector = method
     if method == "ds":
-        s = setting
 
         def screen(indices):
-            rows = s.train.select(indices)
-            columns = {name: rows[name] for name in s.columns}
-            return success_rates(
-                model, s.tokenizer, rows["prompt"], s.reward, columns, samples=G,
-                max_new_tokens=s.max_new_tokens, seed=int(selector.rng.integers(2**31)),
-            )  # fmt: skip
+            return _success(setting, model, setting.train.select(indices), G, seed=int(selector.rng.integers(2**31)))
 
-        selector = DynamicSampling(len(setting.train), screen, G, seed)
+        selector = DynamicSampling(len(setting.train), screen, seed)
     kgps = KGPSCallback(KGPSConfig(), selector=selector)
 
     snapshots = Snapshots(setting, kgps, args, extra_rollouts=lambda: _ds_extra(method, selector, kgps, G))
@@ -459,11 +453,9 @@ def _markdown(results: dict) -> str:
 
 
 def _plot(results: dict, out: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     panels = {
         "real_cpu_accuracy_vs_rollouts.png": (("rollouts", "heldout_accuracy"), ("rollouts", "held-out accuracy")),
         "real_cpu_batch_mae.png": (("steps", "batch_mae"), ("step", "MAE, predicted vs s/k (selected batch)")),

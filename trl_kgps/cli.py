@@ -5,17 +5,15 @@ The `trl-kgps` command: `trl-kgps train` runs GRPO with KGPS out of the box (TRL
 
 import argparse
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
 import numpy as np
 
+from ._plots import pyplot
 from .simulator import METHODS, SCENARIOS, simulate, summarize
 
-
-logger = logging.getLogger(__name__)
 
 COLUMNS = ("mae", "spearman", "mae_true", "informative_share", "coverage", "repeats", "rollouts", "final_success")
 
@@ -65,13 +63,8 @@ def _markdown(results: dict) -> str:
 
 
 def _plot(results: dict, out: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        logger.warning("matplotlib is not installed: no plots (pip install 'trl-kgps[plots]').")
+    plt = pyplot()
+    if plt is None:
         return
     figures = {
         "mae.png": ("mae", "step", "MAE, predicted vs empirical success"),

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from ._plots import pyplot
+from ._report import last_metrics
 from .callback import KGPSCallback
 from .config import KGPSConfig
 from .script_args import KGPSScriptArguments
@@ -215,16 +217,15 @@ def _accuracy(model, tokenizer, eval_dataset, script_args, training_args) -> dic
 
 
 def _summary(trainer, kgps: KGPSCallback, before: dict | None, after: dict | None, selector: str) -> dict:
-    last = {}
-    for record in trainer.state.log_history:
-        last.update({key: value for key, value in record.items() if key.startswith("kgps/") or key == "reward"})
+    log = trainer.state.log_history
+    last = {**last_metrics(log), "reward": last_metrics(log, "reward").get("reward", (float("nan"), None))}
     return {
         "selector": selector,
         "steps": trainer.state.global_step,
         "rollouts": kgps.rollouts,
         "accuracy_before": before,
         "accuracy_after": after,
-        "kgps": {key: round(float(value), 4) for key, value in last.items()},
+        "kgps": {key: round(float(value), 4) for key, (value, _) in last.items()},
         "coverage": kgps.coverage,
     }
 
@@ -249,13 +250,8 @@ def _format(summary: dict, output_dir: str) -> str:
 
 def _plot(trace: DifficultyTrace, levels, path: str) -> None:
     """Mean predicted success of each level's prompts (or of all prompts, with its quartiles) against the step."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        logger.warning("matplotlib is not installed: no plot (pip install 'trl-kgps[plots]').")
+    plt = pyplot()
+    if plt is None:
         return
     if not trace.steps:
         logger.warning("The run did not leave the warmup: no difficulty estimates to plot.")
