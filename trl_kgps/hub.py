@@ -85,8 +85,9 @@ def difficulty_table(
     times_selected = arrays.get("times_selected")
     if times_selected is None or times_selected.shape != (selector.num_prompts,):
         raise ValueError(
-            f"The KGPS state of {os.fspath(path_or_repo_id)!r} holds no per-prompt selection count: it was written by "
-            "an earlier trl-kgps. Load its selector with `load_selector`, which needs no count."
+            f"The KGPS state of {os.fspath(path_or_repo_id)!r} holds no per-prompt selection count of "
+            f"{selector.num_prompts} prompts: it is not a whole state. Load its selector with `load_selector`, which "
+            "needs no count."
         )
     return difficulty_dataset(selector, times_selected, prompts)
 

@@ -45,7 +45,7 @@ def test_success_rates_equal_a_plain_generate_loop_and_leave_the_rng_alone(token
     )  # fmt: skip
     assert torch.equal(torch.get_rng_state(), state)
 
-    # The oracle: each prompt alone, unpadded, sampled from the same seeded stream in the same order.
+    # The oracle: the first generate() call by hand (batch_size 12 / 3 samples = 4 prompts), same seed, judged apart.
     torch.manual_seed(9)
     encoded = tokenizer(problems["prompt"][:4], return_tensors="pt", padding=True, add_special_tokens=False)
     output = model.generate(
