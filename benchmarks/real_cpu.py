@@ -9,7 +9,7 @@ success rate under the current policy (`--true_samples` completions each), the h
 selector's predicted success: the trajectories score each predictor against the truth, whatever it selected.
 
 ```bash
-python benchmarks/real_cpu.py                    # the committed results: 5 methods x 3 seeds, about 25 min on 2 cores
+python benchmarks/real_cpu.py                    # the committed results: 5 methods x 3 seeds, 10–14 min on 2 cores
 python benchmarks/real_cpu.py --methods kgps,uniform --seeds 1 --steps 40 --out /tmp/quick   # a few minutes
 python benchmarks/real_cpu.py --paper --out results_math   # the paper's Qwen3-0.6B / MATH setting, on a GPU
 ```
