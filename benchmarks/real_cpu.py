@@ -1,29 +1,38 @@
 """
-A real learning benchmark on CPU: does KGPS make a real policy learn faster per rollout?
+A real learning benchmark on CPU: which prompt selector makes a real policy learn most per rollout?
 
-A small Qwen2 (built from a config, character tokenizer) is warmed up once on arithmetic so its success rates
-spread between 0 and 1, then trained with the real `GRPOTrainer` from that same start by each selector — uniform,
-KGPS, MoPPS, GRESO — at the same rollout budget, for several seeds, and by DAPO-style dynamic sampling (DS), which
-spends extra rollouts. Every `--snapshot_every` steps the run pauses to measure every training prompt's TRUE
-success rate under the current policy (`--true_samples` completions each), the held-out accuracy, and every
-selector's predicted success: the trajectories score each predictor against the truth, whatever it selected.
+A small Qwen2 (built from a config, character tokenizer) is warmed up once on sums whose supervised answers are right
+only part of the time, at a rate set by the difficulty level (`trl_kgps.tasks.sharpening`): it solves level 1,
+sometimes solves levels 2 and 3, and has never seen level 4. RL can sharpen a lot, and a pool spread evenly over the
+levels makes about half of a uniform sampler's GRPO groups unanimous (all right or all wrong), so choosing prompts
+well can matter. From that one warm start, each method trains with the real `GRPOTrainer` at the same rollout
+budget, for several seeds: uniform (TRL's order), KGPS (the paper's), MoPPS, GRESO, DAPO-style dynamic sampling
+(DS, which spends extra rollouts to screen), and an `oracle` that knows every training prompt's current success
+rate and trains on the prompts most likely to give a mixed group: the ceiling of prompt selection here.
+
+Success rates are exact, not sampled: a prompt's success rate under GRPO's sampling is the probability of the
+completion `answer<eos>`, one teacher-forced forward pass (`answer_probabilities`). So the held-out accuracy
+(1,024 prompts never seen in the warm start or in RL) and every training prompt's true success are measured
+without sampling noise, and cost no rollouts. Every `--snapshot_every` steps the run records them with every
+selector's predicted success.
 
 ```bash
-python benchmarks/real_cpu.py                    # the committed results: 5 methods x 3 seeds, 10–14 min on 2 cores
-python benchmarks/real_cpu.py --methods kgps,uniform --seeds 1 --steps 40 --out /tmp/quick   # a few minutes
+python benchmarks/real_cpu.py                      # the committed results: 6 methods x 3 seeds (0,1,2)
+python benchmarks/real_cpu.py --seeds 3,4,5 --out /tmp/heldback   # seeds that no choice here was tuned on
+python benchmarks/real_cpu.py --methods kgps,uniform --seeds 0 --out /tmp/quick   # a minute
 python benchmarks/real_cpu.py --paper --out results_math   # the paper's Qwen3-0.6B / MATH setting, on a GPU
 ```
 
-Writes into `--out`: `real_cpu.json` (per method and seed: rollouts, held-out accuracy, MAE vs true success,
-informative share), `real_cpu.md`, `real_cpu_accuracy_vs_rollouts.png` (the paper's Fig. 1a),
-`real_cpu_batch_mae.png` (Fig. 1b: predicted against empirical `s/k` of each selected batch),
-`real_cpu_mae_vs_true.png` (predicted against true success, every prompt) and
-`real_cpu_trajectories.parquet` (method, seed, step, rollouts, prompt, level, true and predicted success).
+Writes into `--out`: `real_cpu.json` (per method and seed: the curves and a summary), `real_cpu.md` (the table),
+`real_cpu_accuracy_vs_rollouts.png` (the paper's Fig. 1a, mean and band over seeds), `real_cpu_batch_mae.png`
+(Fig. 1b: predicted against empirical `s/k` of each selected batch), `real_cpu_mae_vs_true.png` (predicted against
+true success, every prompt) and `real_cpu_trajectories.parquet` (method, seed, step, rollouts, prompt, level, true
+and predicted success).
 
 DS is emulated outside the trainer: before each batch, candidates from a uniform stream are rolled out by the
-current policy (`num_generations` completions each) and kept when their group is mixed (`0 < s < k`); the kept
-prompts then train. Every candidate's rollouts count towards DS's budget (real DS trains on the kept ones, so the
-trainer's own rollouts of them are not counted twice).
+current policy (`num_generations` sampled completions each) and kept when their group is mixed (`0 < s < k`); the
+kept prompts then train. Every candidate's rollouts count towards DS's budget (real DS trains on the kept ones, so
+the trainer's own rollouts of them are not counted twice).
 """
 
 import argparse
@@ -33,6 +42,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,12 +54,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
 from trl_kgps._plots import pyplot  # noqa: E402
-from trl_kgps.tasks import arithmetic, tiny  # noqa: E402
-from trl_kgps.tasks.evaluation import success_rates  # noqa: E402
+from trl_kgps.tasks import arithmetic, sharpening, tiny  # noqa: E402
+from trl_kgps.tasks.evaluation import answer_probabilities, success_rates  # noqa: E402
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-METHODS = ("uniform", "kgps", "mopps", "greso", "ds")
+METHODS = ("uniform", "kgps", "mopps", "greso", "ds", "oracle")
+BASELINE = "uniform"
 
 
 @dataclass
@@ -64,23 +75,31 @@ class Setting:
     columns: tuple[str, ...]  # dataset columns the reward reads
     grpo: dict
     max_new_tokens: int
+    # true_success(model, dataset, seed): each prompt's success rate under the model (exact, or sampled)
+    true_success: Callable
 
 
 def cpu_setting(args) -> Setting:
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(tokenizer, seed=0)
-    warm = arithmetic.make_problems(8000, seed=100)
+    train, test, warm = sharpening.make_splits(
+        args.num_prompts, args.num_eval_prompts, num_warm_start=args.warm_start_steps * 64, seed=0
+    )
     tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], args.warm_start_steps)
-    problems = arithmetic.make_dataset(args.num_prompts + args.num_eval_prompts, seed=1)
-    split = problems.train_test_split(test_size=args.num_eval_prompts, shuffle=False)
     grpo = dict(
         use_cpu=True,
         bf16=False,
-        max_completion_length=4,
-        learning_rate=args.learning_rate or 3e-4,
+        max_completion_length=4,  # the longest answer (3 digits) and <eos>
+        learning_rate=args.learning_rate or 1e-4,
         warmup_steps=args.lr_warmup_steps,
     )
-    return Setting(model, tokenizer, split["train"], split["test"], arithmetic.arithmetic_reward, ("answer",), grpo, 4)
+
+    def exact(model, dataset, seed):
+        return answer_probabilities(model, tokenizer, dataset["prompt"], dataset["answer"])
+
+    return Setting(
+        model, tokenizer, train, test, arithmetic.arithmetic_reward, ("answer",), grpo, 4, exact
+    )  # fmt: skip
 
 
 def paper_setting(args) -> Setting:
@@ -102,11 +121,17 @@ def paper_setting(args) -> Setting:
     train = data["train"].shuffle(seed=0).select(range(args.num_prompts))
     test = data["test"].shuffle(seed=0).select(range(args.num_eval_prompts))
     grpo = dict(bf16=True, max_completion_length=4096, learning_rate=args.learning_rate or 1e-6)
-    return Setting(model, tokenizer, train, test, accuracy_reward, ("solution",), grpo, 4096)
+    setting = Setting(model, tokenizer, train, test, accuracy_reward, ("solution",), grpo, 4096, None)
+
+    def sampled(model, dataset, seed):
+        return _sampled_success(setting, model, dataset, args.true_samples, seed)
+
+    setting.true_success = sampled
+    return setting
 
 
-def _success(setting: Setting, model, dataset, samples: int, seed: int) -> np.ndarray:
-    """The success rate of each of `dataset`'s prompts under `model`, from `samples` completions each."""
+def _sampled_success(setting: Setting, model, dataset, samples: int, seed: int) -> np.ndarray:
+    """The share of `samples` sampled completions of each of `dataset`'s prompts that the reward accepts."""
     columns = {name: dataset[name] for name in setting.columns}
     return success_rates(
         model, setting.tokenizer, dataset["prompt"], setting.reward, columns, samples=samples,
@@ -114,10 +139,57 @@ def _success(setting: Setting, model, dataset, samples: int, seed: int) -> np.nd
     )  # fmt: skip
 
 
-class DynamicSampling:
+class _BenchmarkSelector:
+    """What the benchmark-only selectors share: no checkpoints, no use for the update norm."""
+
+    def initialize(self, indices, successes, trials) -> None:
+        self.update(indices, successes, trials)
+
+    def predict(self, delta_norm) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError(f"the benchmark's {type(self).__name__} is not checkpointed")
+
+    def load_state_dict(self, state) -> None:
+        raise NotImplementedError(f"the benchmark's {type(self).__name__} is not checkpointed")
+
+
+class Oracle(_BenchmarkSelector):
+    r"""
+    The ceiling of prompt selection here: it knows every training prompt's current success rate `p` (`truth()`,
+    exact, re-measured every `refresh` batches, never counted as rollouts) and picks the `B` prompts most likely to
+    give a mixed group of `G` rollouts, \\(1 - p^G - (1 - p)^G\\), ties in random order. It needs no warmup.
+    """
+
+    def __init__(self, num_prompts: int, truth: Callable[[], np.ndarray], group_size: int, refresh: int, seed: int):
+        self.num_prompts, self.truth, self.group_size, self.refresh = num_prompts, truth, group_size, refresh
+        self.rng = np.random.default_rng(seed)
+        self.selections = 0
+        self.p = np.full(num_prompts, 0.5)
+
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        if self.selections % self.refresh == 0:
+            self.p = self.truth()
+        self.selections += 1
+        p, G = self.p, self.group_size
+        mixed = 1 - p**G - (1 - p) ** G
+        if exclude is not None:
+            mixed[np.asarray(exclude)] = -np.inf
+        order = self.rng.permutation(self.num_prompts)  # random among ties
+        return order[np.argsort(-mixed[order], kind="stable")[:batch_size]]
+
+    def update(self, indices, successes, trials) -> None:
+        pass
+
+    def predicted_success(self, indices=None) -> np.ndarray:
+        return self.p.copy() if indices is None else self.p[np.asarray(indices)]
+
+
+class DynamicSampling(_BenchmarkSelector):
     """
     DAPO's dynamic sampling as a prompt selector: candidates from a seeded uniform stream are rolled out by the
-    current policy (`screen(indices)` returns their success rates) and kept when their group is mixed, until
+    current policy (`screen(indices)` returns their sampled success rates) and kept when their group is mixed, until
     `batch_size` are kept (at most `max_candidates` candidates per batch; the last ones screened fill a batch that
     falls short). `screened` counts every candidate rolled out.
     """
@@ -153,25 +225,13 @@ class DynamicSampling:
                 (kept if mixed else rejected).append(index)
         return np.array((kept + rejected)[:batch_size])
 
-    def initialize(self, indices, successes, trials) -> None:
-        self.update(indices, successes, trials)
-
     def update(self, indices, successes, trials) -> None:
         trials = np.asarray(trials)
         seen = trials > 0
         self.last[np.asarray(indices)[seen]] = np.asarray(successes)[seen] / trials[seen]
 
-    def predict(self, delta_norm) -> None:
-        pass
-
     def predicted_success(self, indices=None) -> np.ndarray:
         return self.last.copy() if indices is None else self.last[np.asarray(indices)]
-
-    def state_dict(self) -> dict:
-        raise NotImplementedError("the benchmark's DS selector is not checkpointed")
-
-    def load_state_dict(self, state) -> None:
-        raise NotImplementedError("the benchmark's DS selector is not checkpointed")
 
 
 class Snapshots(TrainerCallback):
@@ -183,13 +243,13 @@ class Snapshots(TrainerCallback):
         self.records = []
 
     def take(self, model, step: int) -> None:
-        setting, args = self.setting, self.args
+        setting = self.setting
         self.records.append(
             dict(
                 step=step,
                 rollouts=self.kgps.rollouts + self.extra_rollouts(),
-                true=_success(setting, model, setting.train, args.true_samples, seed=10_000 + step),
-                heldout=float(_success(setting, model, setting.test, args.eval_samples, seed=20_000 + step).mean()),
+                true=setting.true_success(model, setting.train, 10_000 + step),
+                heldout=float(setting.true_success(model, setting.test, 20_000 + step).mean()),
                 # Before the warmup ends a selector has no prediction of its own.
                 predicted=None if self.kgps.in_warmup else np.asarray(self.kgps.selector.predicted_success(), float),
             )
@@ -208,14 +268,20 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
 
     model = copy.deepcopy(setting.model)
     G = args.num_generations
-    selector = method
+    selector, config = method, KGPSConfig()
     if method == "ds":
 
         def screen(indices):
-            return _success(setting, model, setting.train.select(indices), G, seed=int(selector.rng.integers(2**31)))
+            sample_seed = int(selector.rng.integers(2**31))
+            return _sampled_success(setting, model, setting.train.select(indices), G, seed=sample_seed)
 
         selector = DynamicSampling(len(setting.train), screen, seed)
-    kgps = KGPSCallback(KGPSConfig(), selector=selector)
+    elif method == "oracle":
+        selector = Oracle(
+            len(setting.train), lambda: setting.true_success(model, setting.train, 0), G, args.oracle_refresh, seed
+        )
+        config = KGPSConfig(warmup_epochs=0)
+    kgps = KGPSCallback(config, selector=selector)
 
     snapshots = Snapshots(setting, kgps, args, extra_rollouts=lambda: _ds_extra(method, selector, kgps, G))
     training_args = GRPOConfig(
@@ -228,6 +294,7 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
         save_strategy="no",
         seed=seed,
         disable_tqdm=True,
+        log_level="error",
         **setting.grpo,
     )
     trainer = GRPOTrainer(
@@ -238,6 +305,7 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
         processing_class=setting.tokenizer,
         callbacks=[kgps, snapshots],
     )
+    _quiet(trainer)
     start = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - start
@@ -246,7 +314,7 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
     logged = trainer.state.log_history
     warmup_steps = kgps.sampler.warmup_batches
     after_warmup = [r for r in logged if r.get("step", 0) > warmup_steps]
-    # Every prompt is chosen once by the warmup epoch: more than that, and a selector chose it afterwards.
+    # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
     distinct = int(np.count_nonzero(kgps.sampler.times_selected > kgps.config.warmup_epochs))
     return dict(
         records=snapshots.records,
@@ -256,6 +324,14 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
         batch_mae=[(r["step"], r["kgps/mae"]) for r in after_warmup if "kgps/mae" in r],
         distinct_prompts=distinct,
     )
+
+
+def _quiet(trainer) -> None:
+    """No per-step metric dicts on stdout: the benchmark prints one line per run."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for callback in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(callback)
 
 
 def _ds_extra(method: str, selector, kgps: KGPSCallback, G: int) -> int:
@@ -273,19 +349,24 @@ def _mean(records: list[dict], key: str) -> float:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--snapshot_every", type=int, default=25)
-    parser.add_argument("--num_prompts", type=int, default=256)
-    parser.add_argument("--num_eval_prompts", type=int, default=256)
-    parser.add_argument("--prompts_per_step", type=int, default=8)
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, among %(default)s")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=400, help="GRPO steps per run (default %(default)s)")
+    parser.add_argument("--snapshot_every", type=int, default=20)
+    parser.add_argument("--num_prompts", type=int, default=512, help="RL pool size (default %(default)s)")
+    parser.add_argument("--num_eval_prompts", type=int, default=1024, help="held-out prompts (default %(default)s)")
+    parser.add_argument("--prompts_per_step", type=int, default=4)
     parser.add_argument("--num_generations", type=int, default=8)
-    parser.add_argument("--true_samples", type=int, default=16)
-    parser.add_argument("--eval_samples", type=int, default=8)
-    parser.add_argument("--warm_start_steps", type=int, default=600)
+    parser.add_argument("--true_samples", type=int, default=16, help="--paper only: samples per true success rate")
+    parser.add_argument("--warm_start_steps", type=int, default=2500)
     parser.add_argument("--learning_rate", type=float, default=None)
-    parser.add_argument("--lr_warmup_steps", type=int, default=20)
+    parser.add_argument("--lr_warmup_steps", type=int, default=10)
+    parser.add_argument("--oracle_refresh", type=int, default=1, help="batches between the oracle's measurements")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch CPU threads (default %(default)s: as fast as 2 for this model, and not slowed down many times "
+        "over when another process shares the cores)",
+    )  # fmt: skip
     parser.add_argument("--paper", action="store_true", help="Qwen3-0.6B on MATH (GPU)")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plots from real_cpu.json")
@@ -299,7 +380,11 @@ def main(argv=None) -> None:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise SystemExit(f"--methods: unknown {unknown}; choose among {list(METHODS)}.")
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        raise SystemExit(f"--seeds must be comma-separated integers such as 0,1,2, got {args.seeds!r}.") from None
+    torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
 
     start = time.perf_counter()
@@ -308,12 +393,16 @@ def main(argv=None) -> None:
     trajectories = []
     for method in methods:
         results["runs"][method] = {}
-        for seed in range(args.seeds):
+        for seed in seeds:
             outcome = run(setting, method, seed, args)
             results["runs"][method][str(seed)] = _curves(outcome)
             trajectories += _rows(outcome, method, seed, setting.train)
-            print(f"{method} seed {seed}: {results['runs'][method][str(seed)]['summary']}", flush=True)
-    results["summary"] = _summarize(results["runs"])
+            summary = results["runs"][method][str(seed)]["summary"]
+            print(
+                f"{method} seed {seed}: held-out {summary['final_heldout_accuracy']:.3f}, unanimous "
+                f"{summary['unanimous_share']:.2f}, {summary['wall_s']:.0f} s",
+                flush=True,
+            )
     results["wall_s"] = time.perf_counter() - start
     _write(results, trajectories, args.out)
 
@@ -338,9 +427,10 @@ def _curves(outcome: dict) -> dict:
     estimated = [m for m in mae if m is not None]
     curves["summary"] = dict(
         final_heldout_accuracy=curves["heldout_accuracy"][-1],
+        heldout_gain=curves["heldout_accuracy"][-1] - curves["heldout_accuracy"][0],
         final_train_success=curves["train_true_success"][-1],
         rollouts=curves["rollouts"][-1],
-        informative_share=outcome["informative_share"],
+        unanimous_share=1.0 - outcome["informative_share"],
         mae_vs_true=float(np.mean(estimated)) if estimated else None,
         batch_mae=float(np.mean([value for _, value in outcome["batch_mae"]])) if outcome["batch_mae"] else None,
         spearman=outcome["spearman"],
@@ -371,11 +461,49 @@ def _rows(outcome: dict, method: str, seed: int, train) -> list[dict]:
     return rows
 
 
+def rollouts_to_reach(rollouts, accuracy, target: float) -> float:
+    """
+    The rollouts at which the accuracy-vs-rollouts curve first reaches `target`, linearly interpolated between
+    snapshots; `inf` if it never does.
+    """
+    rollouts, accuracy = np.asarray(rollouts, float), np.asarray(accuracy, float)
+    reached = np.flatnonzero(accuracy >= target)
+    if not reached.size:
+        return float("inf")
+    i = int(reached[0])
+    if i == 0:
+        return float(rollouts[0])
+    fraction = (target - accuracy[i - 1]) / (accuracy[i] - accuracy[i - 1])
+    return float(rollouts[i - 1] + fraction * (rollouts[i] - rollouts[i - 1]))
+
+
+def paired(results: dict, baseline: str = BASELINE) -> dict:
+    """
+    Per method, over the seeds it shares with `baseline`: the final held-out accuracy minus the baseline's in the
+    run with the same seed, and the rollouts it needed to reach the baseline's final held-out accuracy (the paper's
+    headline metric), as a share of the baseline's budget.
+    """
+    runs = results["runs"]
+    out = {}
+    for method, seeds in runs.items():
+        shared = [seed for seed in seeds if seed in runs.get(baseline, {})]
+        if not shared:
+            continue
+        differences, shares = [], []
+        for seed in shared:
+            mine, theirs = seeds[seed], runs[baseline][seed]
+            target = theirs["heldout_accuracy"][-1]
+            differences.append(mine["heldout_accuracy"][-1] - target)
+            shares.append(rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], target) / theirs["rollouts"][-1])
+        out[method] = dict(seeds=shared, difference=differences, rollouts_to_baseline_final=shares)
+    return out
+
+
 def _summarize(runs: dict) -> dict:
     summary = {}
     for method, seeds in runs.items():
         summary[method] = {}
-        for key in seeds["0"]["summary"]:
+        for key in next(iter(seeds.values()))["summary"]:
             values = [s["summary"][key] for s in seeds.values() if s["summary"][key] is not None]
             if values:
                 summary[method][key] = {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values)}
@@ -385,6 +513,8 @@ def _summarize(runs: dict) -> dict:
 def _write(results: dict, trajectories: list[dict], out: str) -> None:
     from datasets import Dataset
 
+    results["summary"] = _summarize(results["runs"])
+    results["paired"] = paired(results)
     with open(os.path.join(out, "real_cpu.json"), "w") as f:
         json.dump(results, f, indent=1)
     Dataset.from_list(trajectories).to_parquet(os.path.join(out, "real_cpu_trajectories.parquet"))
@@ -392,63 +522,66 @@ def _write(results: dict, trajectories: list[dict], out: str) -> None:
 
 
 def _report(results: dict, out: str) -> None:
-    table = _markdown(results) + _paired(results)
+    results["summary"] = _summarize(results["runs"])
+    results["paired"] = paired(results)
+    table = _markdown(results)
     with open(os.path.join(out, "real_cpu.md"), "w") as f:
         f.write(table)
     print(table)
     _plot(results, out)
 
 
-def _paired(results: dict, baseline: str = "uniform") -> str:
-    """Each method's final held-out accuracy minus the baseline's in the run with the same seed."""
-    runs = results["runs"]
-    if baseline not in runs:
-        return ""
-    lines = ["", f"Final held-out accuracy minus {baseline}'s, same seed (paired):", ""]
-    for method, seeds in runs.items():
-        if method == baseline:
-            continue
-        differences = [
-            seeds[seed]["heldout_accuracy"][-1] - runs[baseline][seed]["heldout_accuracy"][-1]
-            for seed in seeds
-            if seed in runs[baseline]
-        ]
-        per_seed = ", ".join(f"{d:+.3f}" for d in differences)
-        lines.append(f"- {method}: {np.mean(differences):+.3f} ± {np.std(differences):.3f} (seeds: {per_seed})")
-    return "\n".join(lines) + "\n"
+def _spread(values: list[float], digits: int, percent: bool = False) -> str:
+    values = np.asarray(values, float)
+    scale, unit = (100, " %") if percent else (1, "")
+    if not np.isfinite(values).all():
+        reached = np.isfinite(values)
+        return f"not reached ({int(reached.sum())}/{values.size} seeds reached it)"
+    return f"{scale * values.mean():.{digits}f} ± {scale * values.std():.{digits}f}{unit}"
 
 
 COLUMNS = (
+    ("heldout_gain", "held-out gain", 3),
     ("final_heldout_accuracy", "held-out accuracy", 3),
-    ("final_train_success", "train-pool success", 3),
+    ("unanimous_share", "unanimous groups after warmup", 2),
     ("rollouts", "rollouts", 0),
-    ("informative_share", "informative share", 3),
-    ("batch_mae", "MAE vs s/k, selected batch", 3),
-    ("spearman", "Spearman vs s/k", 3),
-    ("mae_vs_true", "MAE vs true success, all prompts", 3),
     ("distinct_prompts", "prompts trained after warmup", 0),
+    ("batch_mae", "MAE vs s/k, selected batch", 3),
+    ("mae_vs_true", "MAE vs true success, all prompts", 3),
     ("wall_s", "train s", 0),
 )
 
 
 def _markdown(results: dict) -> str:
     config = results["config"]
-    start = next(iter(results["runs"].values()))["0"]
+    seeds = config["seeds"]
+    start = next(iter(next(iter(results["runs"].values())).values()))
+    wall = results.get("wall_s")
     lines = [
         f"{config['steps']} GRPO steps of {config['prompts_per_step']} prompts x {config['num_generations']} "
-        f"completions, {config['num_prompts']} training prompts, {config['seeds']} seeds (mean ± std). Held-out "
-        f"accuracy before training: {start['heldout_accuracy'][0]:.3f}; train-pool success "
-        f"{start['train_true_success'][0]:.3f}.",
+        f"completions, {config['num_prompts']} training prompts, {config['num_eval_prompts']} held-out prompts, seeds "
+        f"{seeds} (mean ± std over seeds). Held-out accuracy before RL: {start['heldout_accuracy'][0]:.3f}."
+        + (f" Whole sweep: {wall / 60:.1f} min." if wall else ""),
         "",
-        "| method | " + " | ".join(label for _, label, _ in COLUMNS) + " |",
-        "|---" * (len(COLUMNS) + 1) + "|",
+        "| method | held-out gain | minus uniform's, same seed | rollouts to reach uniform's final accuracy | "
+        + " | ".join(label for _, label, _ in COLUMNS[1:])
+        + " |",
+        "|---" * (len(COLUMNS) + 3) + "|",
     ]
+    pairs = results["paired"]
     for method, summary in results["summary"].items():
         cells = [
             f"{summary[key]['mean']:.{digits}f} ± {summary[key]['std']:.{digits}f}" if key in summary else "–"
             for key, _, digits in COLUMNS
         ]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        difference = "—" if method == BASELINE or method not in pairs else _spread(pairs[method]["difference"], 3)
+        share = "–" if method not in pairs else _spread(pairs[method]["rollouts_to_baseline_final"], 0, percent=True)
+        lines.append(f"| {method} | {cells[0]} | {difference} | {share} | " + " | ".join(cells[1:]) + " |")
+    lines += ["", "Per seed, final held-out accuracy minus uniform's (same seed):", ""]
+    for method, pair in pairs.items():
+        if method != BASELINE:
+            per_seed = ", ".join(f"{d:+.3f}" for d in pair["difference"])
+            lines.append(f"- {method}: {per_seed}")
     return "\n".join(lines) + "\n"
 
 
@@ -462,7 +595,7 @@ def _plot(results: dict, out: str) -> None:
         "real_cpu_mae_vs_true.png": (("steps", "mae_vs_true"), ("step", "MAE, predicted vs true success")),
     }
     for filename, ((x_key, y_key), (x_label, y_label)) in panels.items():
-        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        fig, ax = plt.subplots(figsize=(6.5, 4.0))
         for method, seeds in results["runs"].items():
             curves = list(seeds.values())
             x = np.mean([c[x_key] for c in curves], axis=0)
@@ -474,7 +607,9 @@ def _plot(results: dict, out: str) -> None:
             ax.fill_between(x, mean - std, mean + std, alpha=0.15)
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
-        ax.legend(fontsize=8)
+        ax.set_title(f"{y_label}: mean and ± 1 std over seeds", fontsize=9)
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
         fig.tight_layout()
         fig.savefig(os.path.join(out, filename), dpi=80)
         plt.close(fig)

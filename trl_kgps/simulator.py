@@ -15,7 +15,21 @@ selectors see is \\(\lVert \Delta\theta \rVert = \texttt{norm\_scale} \cdot \eta
 uniform warmup epoch for every method.
 
 `DS` (DAPO dynamic sampling) draws prompts in TRL's order, rolls each out, and keeps only groups with `0 < s < k`
-until it has `B`; every rollout it spends counts.
+until it has `B`; every rollout it spends counts. `oracle` knows every \(\psi_i\) and picks the `B` prompts most
+likely to give a mixed group, \(1 - p^k - (1 - p)^k\); it needs no warmup.
+
+**Levels** (the `cpu` scenario, fitted to the real CPU benchmark by `benchmarks/calibrate_simulator.py`). With
+`level_means` set, the prompts are split evenly into levels whose logits start at
+\(\mathcal{N}(	exttt{level\_means}_l, 	exttt{initial\_spread}^2)\), and what one prompt learns transfers to its
+level, saturating at a `ceiling` logit, while training on the other levels makes it forget a little: with
+\(g_l = 	frac1B \sum_{j \in 	ext{batch}, 	ext{level } l} 4 v_j\) and \(g = \sum_l g_l\), every prompt of
+level \(l\) also moves by
+
+    eta_t * (level_transfer * g_l * (ceiling - psi_i) - forgetting * (g - g_l))
+
+`heldout_prompts` more prompts per level are never trained; they follow the level's moves (and the noise), and
+their mean success is the held-out accuracy (`Trace.heldout`). `schedule="linear"` decays the learning rate
+linearly to 0, as TRL's default scheduler does.
 """
 
 import math
@@ -44,7 +58,42 @@ class Scenario:
     prompt_noise: float = 2.0
     shared_noise: float = 0.3
     norm_scale: float = 10.0
+    level_means: tuple[float, ...] = ()
+    level_transfer: float = 0.0
+    ceiling: float = 4.0
+    forgetting: float = 0.0
+    heldout_prompts: int = 0
+    schedule: str = "cosine"
 
+    def __post_init__(self):
+        if self.schedule not in ("cosine", "linear"):
+            raise ValueError(f"schedule must be 'cosine' or 'linear', got {self.schedule!r}.")
+        if self.heldout_prompts and not self.level_means:
+            raise ValueError("heldout_prompts needs level_means: held-out prompts follow their level's moves.")
+
+
+# The real CPU benchmark (`benchmarks/real_cpu.py`): 4 levels from solved to out of reach, 512 prompts, 4 per step,
+# 400 steps (128 of them the warmup epoch) at a linearly decaying learning rate. The knobs are fitted to its
+# trajectories by `python benchmarks/calibrate_simulator.py` (benchmarks/results/calibration.md).
+CPU = Scenario(
+    name="cpu",
+    num_prompts=512,
+    batch_size=4,
+    rollouts=8,
+    level_means=(3.9, -0.6, -1.3, -14.0),
+    initial_spread=0.35,
+    learning_rate=0.01,
+    shared_drift=0.0,
+    shared_noise=0.0,
+    trained_drift=0.0,
+    prompt_noise=0.0,
+    level_transfer=1.0,
+    ceiling=2.5,
+    forgetting=0.0,
+    heldout_prompts=256,
+    norm_scale=10.0,
+    schedule="linear",
+)
 
 SCENARIOS = {
     "base": Scenario(),
@@ -53,9 +102,10 @@ SCENARIOS = {
     "static": Scenario(
         name="static", shared_drift=0.0, trained_drift=0.0, prompt_noise=0.0, shared_noise=0.0, norm_scale=0.0
     ),
+    "cpu": CPU,
 }
 
-METHODS = ("kgps", "kgps_point", "kgps_fixed_q", "mopps", "greso", "uniform", "ds")
+METHODS = ("kgps", "kgps_point", "kgps_fixed_q", "mopps", "greso", "uniform", "ds", "oracle")
 
 
 @dataclass
@@ -70,10 +120,36 @@ class Trace:
     rollouts: list[int] = field(default_factory=list)
     success: list[float] = field(default_factory=list)
     coverage: list[float] = field(default_factory=list)
+    # With levels, from the initial state on, warmup included (steps + warmup + 1 entries): the held-out accuracy,
+    # and each level's mean success over the pool.
+    heldout: list[float] = field(default_factory=list)
+    level_success: list[list[float]] = field(default_factory=list)
 
 
 # The paper's ablations: the utility at the mean only, and a constant process noise (its usual size here).
 ABLATIONS = {"kgps_point": KGPSConfig(utility="point"), "kgps_fixed_q": KGPSConfig(fixed_process_noise=0.005)}
+
+
+class _Oracle:
+    """Knows every prompt's logit: the `B` prompts most likely to give a mixed group of `k`, ties in random order."""
+
+    def __init__(self, psi: np.ndarray, rollouts: int, seed: int):
+        self.psi, self.k, self.rng = psi, rollouts, np.random.default_rng([seed, 4])
+
+    def select(self, batch_size: int) -> np.ndarray:
+        p = 1 / (1 + np.exp(-self.psi))
+        mixed = 1 - p**self.k - (1 - p) ** self.k
+        order = self.rng.permutation(p.size)
+        return order[np.argsort(-mixed[order], kind="stable")[:batch_size]]
+
+    def predicted_success(self, indices: np.ndarray) -> np.ndarray:
+        return 1 / (1 + np.exp(-self.psi[indices]))
+
+    def update(self, indices, successes, trials) -> None:
+        pass
+
+    def predict(self, delta_norm) -> None:
+        pass
 
 
 def _selector(method: str, num_prompts: int, seed: int):
@@ -89,14 +165,23 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
     world = np.random.default_rng([seed, 1])  # the policy and the rollouts: identical across methods
     B, k = scenario.batch_size, scenario.rollouts
-    psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
-    selector = _selector(method, scenario.num_prompts, seed)
+    if scenario.level_means:
+        level = np.arange(scenario.num_prompts) % len(scenario.level_means)
+        psi = world.normal(np.asarray(scenario.level_means)[level], scenario.initial_spread)
+        held = np.random.default_rng([seed, 3])  # apart, so that held-out prompts leave the pool's draws alone
+        heldout_level = np.repeat(np.arange(len(scenario.level_means)), scenario.heldout_prompts)
+        heldout = held.normal(np.asarray(scenario.level_means)[heldout_level], scenario.initial_spread)
+    else:
+        psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
+    selector = _Oracle(psi, k, seed) if method == "oracle" else _selector(method, scenario.num_prompts, seed)
     warmup = scenario.num_prompts // B
     total = warmup + steps
     trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)
     order = np.random.default_rng([seed, 2]).permutation(scenario.num_prompts)
+    if scenario.level_means:
+        _record_levels(trace, psi, heldout, level)
     for t in range(total):
-        if t < warmup:
+        if t < warmup and method != "oracle":
             batch = order[t * B : (t + 1) * B]
             s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
             spent += B * k
@@ -109,32 +194,57 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
                 batch = selector.select(B)
                 s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
                 spent += B * k
-            predicted = selector.predicted_success(batch)
-            empirical, truth = s / k, 1 / (1 + np.exp(-psi[batch]))
-            trace.mae.append(float(np.abs(predicted - empirical).mean()))
-            trace.mae_true.append(float(np.abs(predicted - truth).mean()))
-            rho = spearman(predicted, empirical)
-            trace.spearman.append(rho)
-            trace.informative_share.append(float(np.mean((s > 0) & (s < k))))
-            trace.repeats.append(float(np.isin(batch, previous).mean()))
+            if t >= warmup:  # the oracle selects from the first step; every method is measured after the warmup
+                predicted = selector.predicted_success(batch)
+                empirical, truth = s / k, 1 / (1 + np.exp(-psi[batch]))
+                trace.mae.append(float(np.abs(predicted - empirical).mean()))
+                trace.mae_true.append(float(np.abs(predicted - truth).mean()))
+                trace.spearman.append(spearman(predicted, empirical))
+                trace.informative_share.append(float(np.mean((s > 0) & (s < k))))
+                trace.repeats.append(float(np.isin(batch, previous).mean()))
             selector.update(batch, s, np.full(B, k))
         variance = (s / k) * (1 - s / k)
         seen[batch] = True
         previous = batch
-        eta = scenario.learning_rate * 0.5 * (1 + math.cos(math.pi * t / total))
+        if scenario.schedule == "linear":
+            eta = scenario.learning_rate * (1 - t / total)
+        else:
+            eta = scenario.learning_rate * 0.5 * (1 + math.cos(math.pi * t / total))
         step = (
             scenario.shared_drift
             + scenario.shared_noise * world.normal()
             + scenario.prompt_noise * world.normal(size=psi.size)
         )
         step[batch] += scenario.trained_drift * 4 * variance
+        if scenario.level_means:
+            # g_l: the batch's summed reward variance 4v on level l, per prompt of the batch
+            g = np.bincount(level[batch], weights=4 * variance, minlength=len(scenario.level_means)) / B
+            step += _level_moves(scenario, g, level, psi)
+            heldout += eta * (
+                _level_moves(scenario, g, heldout_level, heldout)
+                + scenario.prompt_noise * held.normal(size=heldout.size)
+            )
         psi += eta * step
+        if scenario.level_means:
+            _record_levels(trace, psi, heldout, level)
         if t >= warmup:
             selector.predict(scenario.norm_scale * eta)
             trace.rollouts.append(spent)
             trace.success.append(float(np.mean(1 / (1 + np.exp(-psi)))))
             trace.coverage.append(float(seen.mean()))
     return trace
+
+
+def _record_levels(trace: Trace, psi: np.ndarray, heldout: np.ndarray, level: np.ndarray) -> None:
+    p = 1 / (1 + np.exp(-psi))
+    trace.level_success.append((np.bincount(level, weights=p) / np.bincount(level)).tolist())
+    if heldout.size:
+        trace.heldout.append(float(np.mean(1 / (1 + np.exp(-heldout)))))
+
+
+def _level_moves(scenario: Scenario, g: np.ndarray, level: np.ndarray, psi: np.ndarray) -> np.ndarray:
+    """Per prompt, `level_transfer * g_l * (ceiling - psi) - forgetting * (g - g_l)` (before the step size)."""
+    return scenario.level_transfer * g[level] * (scenario.ceiling - psi) - scenario.forgetting * (g.sum() - g[level])
 
 
 def _dynamic_sampling(selector, psi, B, k, world):
@@ -163,9 +273,11 @@ def summarize(traces: list[Trace]) -> dict[str, dict[str, float]]:
     for name in ("mae", "spearman", "mae_true", "informative_share", "repeats"):
         per_seed = [float(np.nanmean(getattr(t, name))) for t in traces]
         summary[name] = {"mean": float(np.mean(per_seed)), "std": float(np.std(per_seed))}
-    for name in ("rollouts", "success", "coverage"):
+    for name in ("rollouts", "success", "coverage", "heldout"):
+        if not all(getattr(t, name) for t in traces):
+            continue
         per_seed = [float(getattr(t, name)[-1]) for t in traces]
-        summary[name if name != "success" else "final_success"] = {
+        summary[{"success": "final_success", "heldout": "final_heldout"}.get(name, name)] = {
             "mean": float(np.mean(per_seed)),
             "std": float(np.std(per_seed)),
         }

@@ -1,11 +1,14 @@
-"""The tiny arithmetic policy: its tokenizer, its warm start, and the success-rate estimator against a plain loop."""
+"""
+The tiny arithmetic policy: its tokenizer, its warm start, the success-rate estimator against a plain loop, and the
+exact answer probability against a token-by-token product and against sampled success rates.
+"""
 
 import numpy as np
 import pytest
 import torch
 
-from trl_kgps.tasks import arithmetic, tiny
-from trl_kgps.tasks.evaluation import success_rates
+from trl_kgps.tasks import arithmetic, sharpening, tiny
+from trl_kgps.tasks.evaluation import answer_probabilities, success_rates
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +70,41 @@ def test_success_rates_count_a_none_reward_as_a_failure_and_refuse_ragged_column
     np.testing.assert_array_equal(rates, [0.5, 0.5, 0.5])
     with pytest.raises(ValueError, match="one value per prompt"):
         success_rates(model, tokenizer, ["1+1="] * 3, always, {"answer": ["2"]})
+
+
+@pytest.fixture(scope="module")
+def half_trained(tokenizer):
+    """A policy warmed up briefly on the benchmark's noisy sums: its answer probabilities spread over (0, 1)."""
+    train, _, warm = sharpening.make_splits(12, 4, 3000, seed=0)
+    model = tiny.build_model(tokenizer, seed=0)
+    tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], steps=300)
+    return model, train
+
+
+def test_answer_probability_is_the_product_of_next_token_probabilities_unpadded(tokenizer, half_trained):
+    model, train = half_trained
+    probabilities = answer_probabilities(model, tokenizer, train["prompt"], train["answer"], batch_size=5)
+    assert np.count_nonzero((probabilities > 0.05) & (probabilities < 0.95)) >= 4  # spread: padding could matter
+    for prompt, answer, probability in zip(train["prompt"], train["answer"], probabilities):
+        # The oracle: one prompt at a time, no padding, one forward pass per token, in float64.
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        product = 1.0
+        for token in tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]:
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+            product *= torch.softmax(logits, dim=-1)[token].item()
+            ids.append(token)
+        assert probability == pytest.approx(product, rel=1e-4)
+
+
+@pytest.mark.slow
+def test_answer_probability_is_the_sampled_success_rate(tokenizer, half_trained):
+    model, train = half_trained
+    everywhere = answer_probabilities(model, tokenizer, train["prompt"], train["answer"])
+    middle = np.flatnonzero((everywhere > 0.05) & (everywhere < 0.95))[:4]
+    prompts, answers = [train["prompt"][i] for i in middle], [train["answer"][i] for i in middle]
+    exact = everywhere[middle]
+    sampled = success_rates(
+        model, tokenizer, prompts, arithmetic.arithmetic_reward, {"answer": answers}, samples=1500, max_new_tokens=4
+    )
+    np.testing.assert_allclose(sampled, exact, atol=4 * np.sqrt(0.25 / 1500))  # 4 binomial standard deviations

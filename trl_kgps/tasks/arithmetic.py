@@ -6,9 +6,9 @@ Difficulty is set by the level, so success rates spread between 0 and 1 for a sm
 | level | problem | example |
 |---|---|---|
 | 1 | `a+b`, one digit each | `3+5=` → `8` |
-| 2 | `a+b`, two digits and one | `47+8=` → `55` |
-| 3 | `a+b`, two digits each | `47+38=` → `85` |
-| 4 | `a+b+c`, two digits each | `47+38+16=` → `101` |
+| 2 | `a+b+c`, one digit each | `3+5+9=` → `17` |
+| 3 | `a+b+c+d`, one digit each | `3+5+9+4=` → `21` |
+| 4 | `a+b`, two digits each | `47+38=` → `85` |
 
 Prompts are plain text (no chat template), so any causal LM can continue them; the answer is the completion's first
 whitespace-separated word.
@@ -70,7 +70,12 @@ _DIGITS = {1: (1, 1), 2: (1, 1, 1), 3: (1, 1, 1, 1), 4: (2, 2)}
 
 
 def _problem(level: int, rng: np.random.Generator) -> tuple[str, str]:
-    operands = [int(rng.integers(0 if digits == 1 else 10, 10**digits)) for digits in _DIGITS[level]]
+    return sum_problem(_DIGITS[level], rng)
+
+
+def sum_problem(digits: tuple[int, ...], rng: np.random.Generator) -> tuple[str, str]:
+    """A sum of operands with the given numbers of digits (no leading zeros), e.g. `(2, 1)` -> `("47+8=", "55")`."""
+    operands = [int(rng.integers(0 if d == 1 else 10 ** (d - 1), 10**d)) for d in digits]
     return "+".join(map(str, operands)) + "=", str(sum(operands))
 
 

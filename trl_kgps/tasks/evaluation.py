@@ -74,3 +74,55 @@ def _render(tokenizer, prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
     return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+@torch.no_grad()
+def answer_probabilities(
+    model, tokenizer, prompts: Sequence[str], answers: Sequence[str], batch_size: int = 512
+) -> np.ndarray:
+    r"""
+    The probability that sampling at temperature 1 from `model` completes each plain-text prompt with exactly its
+    answer and then the end of sequence: \\(\prod_t \pi(y_t \mid x, y_{<t})\\) over the tokens of `answer + eos`,
+    by one teacher-forced forward pass (no sampling, so no sampling noise).
+
+    For a task whose reward accepts only that completion (the arithmetic tasks, whose character tokenizer has no
+    whitespace), this is the prompt's success rate under GRPO's sampling (temperature 1, no top-k or top-p), up to
+    completions that interleave special tokens (pad, unk) which decoding drops: a policy never trained to emit them
+    practically never does. `tests/unit/test_evaluation.py` checks it against sampled success rates.
+
+    Returns:
+        `np.ndarray` of shape `(len(prompts),)`, float64, in `[0, 1]`.
+    """
+    if len(prompts) != len(answers) or batch_size < 1:
+        raise ValueError(
+            f"answer_probabilities: {len(prompts)} prompts and {len(answers)} answers (batch_size={batch_size}): "
+            "pass one answer per prompt and batch_size >= 1."
+        )
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    probabilities = np.empty(len(prompts))
+    for start in range(0, len(prompts), batch_size):
+        chunk = slice(start, min(start + batch_size, len(prompts)))
+        prompt_ids = tokenizer(list(prompts[chunk]), add_special_tokens=False)["input_ids"]
+        target_ids = tokenizer([a + tokenizer.eos_token for a in answers[chunk]], add_special_tokens=False)["input_ids"]
+        # Left-padded prompt + target, as generate() sees them: e.g. "3+5=" + "8<eos>" -> <pad> 3 + 5 = 8 <eos>
+        width = max(len(p) + len(t) for p, t in zip(prompt_ids, target_ids))
+        input_ids = torch.full((len(prompt_ids), width), tokenizer.pad_token_id)
+        attention_mask = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+        is_target = torch.zeros((len(prompt_ids), width), dtype=torch.bool)
+        for row, (prompt, target) in enumerate(zip(prompt_ids, target_ids)):
+            length = len(prompt) + len(target)
+            input_ids[row, width - length :] = torch.tensor(prompt + target)
+            attention_mask[row, width - length :] = 1
+            is_target[row, width - len(target) :] = True
+        position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
+        logits = model(
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), position_ids=position_ids.to(device)
+        ).logits.float()
+        # The token at position t is predicted by the logits at t - 1.
+        log_probs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None].to(device))[..., 0]
+        total = (log_probs * is_target[:, 1:].to(device)).sum(dim=1)
+        probabilities[chunk] = total.exp().cpu().numpy()
+    model.train(was_training)
+    return probabilities

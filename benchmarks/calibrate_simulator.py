@@ -1,0 +1,151 @@
+"""
+Fits the simulator's `cpu` scenario to the real CPU benchmark, and checks that it ranks the methods as the real runs
+do.
+
+```bash
+python benchmarks/calibrate_simulator.py            # reads benchmarks/results/real_cpu.{json,_trajectories.parquet}
+```
+
+1. Each level's starting logits come from the real true success rates before RL: the mean of
+   `logit(clip(p, 1e-6, 1 - 1e-6))` per level and the pooled within-level standard deviation.
+2. The learning knobs (`level_transfer`, `ceiling`, `forgetting`, `trained_drift`, `prompt_noise`) are fitted, by
+   Powell's method within bounds, to the real per-level mean true success of the pool, snapshot by snapshot, of the
+   two methods at the ends of the range: `uniform` and `oracle` (seeds averaged; the simulator's seeds fixed, so
+   the objective is deterministic).
+3. Every method of the real sweep is then simulated with the fitted knobs, and its held-out gain (final minus
+   initial held-out accuracy) is set beside the real one, with their Spearman rank correlation.
+
+Writes `calibration.json` (the fitted knobs, the fit's error, the gains) and `calibration.md` into `--out`.
+`tests/unit/test_simulator.py` checks that the `cpu` scenario in `trl_kgps/simulator.py` holds these knobs.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+import numpy as np
+
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from trl_kgps._metrics import spearman  # noqa: E402
+from trl_kgps.simulator import SCENARIOS, simulate  # noqa: E402
+
+
+FITTED = ("level_transfer", "ceiling", "forgetting", "trained_drift", "prompt_noise")
+BOUNDS = ((0.0, 20.0), (0.0, 8.0), (0.0, 5.0), (0.0, 20.0), (0.0, 3.0))
+FIT_METHODS = ("uniform", "oracle")
+SIM_SEEDS = (0, 1, 2)
+
+
+def real_levels(trajectories) -> dict:
+    """Per method: the steps and, per step, each level's mean true success over the pool (seeds averaged)."""
+    frame = trajectories.groupby(["method", "step", "level"])["true_success"].mean().unstack("level")
+    return {method: (group.index.get_level_values("step").to_numpy(), group.to_numpy()) for method, group in
+            frame.groupby(level="method")}  # fmt: skip
+
+
+def starting_logits(trajectories) -> tuple[list[float], float]:
+    start = trajectories[(trajectories.step == 0) & (trajectories.method == trajectories.method.iloc[0])]
+    start = start[start.seed == start.seed.iloc[0]]
+    p = np.clip(start.true_success.to_numpy(), 1e-6, 1 - 1e-6)
+    logits = np.log(p) - np.log1p(-p)
+    levels = start.level.to_numpy()
+    means = [float(logits[levels == level].mean()) for level in sorted(set(levels))]
+    spread = float(np.sqrt(np.mean([logits[levels == level].var() for level in sorted(set(levels))])))
+    return means, spread
+
+
+def simulated_levels(scenario, method: str, steps: np.ndarray) -> np.ndarray:
+    """The simulator's per-level mean success at the real snapshot steps, averaged over `SIM_SEEDS`."""
+    warmup = scenario.num_prompts // scenario.batch_size
+    runs = [np.asarray(simulate(method, scenario, int(steps[-1]) - warmup, seed).level_success) for seed in SIM_SEEDS]
+    return np.mean(runs, axis=0)[steps]  # entry t is the state after t steps
+
+
+def main(argv=None) -> None:
+    import pandas as pd
+    from scipy.optimize import minimize
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default="benchmarks/results", help="folder of the real benchmark's results")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args(argv)
+    with open(os.path.join(args.results, "real_cpu.json")) as f:
+        real = json.load(f)
+    trajectories = pd.read_parquet(os.path.join(args.results, "real_cpu_trajectories.parquet"))
+    levels = real_levels(trajectories)
+    means, spread = starting_logits(trajectories)
+    config = real["config"]
+    base = dataclasses.replace(
+        SCENARIOS["cpu"],
+        num_prompts=config["num_prompts"],
+        batch_size=config["prompts_per_step"],
+        rollouts=config["num_generations"],
+        level_means=tuple(round(m, 3) for m in means),
+        initial_spread=round(spread, 3),
+    )
+
+    def error(x) -> float:
+        scenario = dataclasses.replace(base, **dict(zip(FITTED, x)))
+        squares = [(simulated_levels(scenario, m, levels[m][0]) - levels[m][1]) ** 2 for m in FIT_METHODS]
+        return float(np.mean(squares))
+
+    start = [getattr(base, name) for name in FITTED]
+    fit = minimize(error, start, method="Powell", bounds=BOUNDS, options={"xtol": 1e-3, "ftol": 1e-7})
+    knobs = {name: round(float(value), 4) for name, value in zip(FITTED, fit.x)}
+    fitted = dataclasses.replace(base, **knobs)
+
+    gains = {}
+    for method, seeds in real["runs"].items():
+        if method not in ("uniform", "kgps", "mopps", "greso", "ds", "oracle"):
+            continue
+        real_gain = [run["summary"]["heldout_gain"] for run in seeds.values()]
+        warmup = fitted.num_prompts // fitted.batch_size
+        traces = [simulate(method, fitted, config["steps"] - warmup, seed) for seed in SIM_SEEDS]
+        sim_gain = [t.heldout[-1] - t.heldout[0] for t in traces]
+        gains[method] = dict(real=float(np.mean(real_gain)), simulated=float(np.mean(sim_gain)))
+    methods = list(gains)
+    rho = spearman(np.array([gains[m]["real"] for m in methods]), np.array([gains[m]["simulated"] for m in methods]))
+    rmse = {
+        m: np.sqrt(np.mean((simulated_levels(fitted, m, levels[m][0]) - levels[m][1]) ** 2, axis=0)).round(4).tolist()
+        for m in levels
+    }
+    result = dict(
+        level_means=list(fitted.level_means),
+        initial_spread=fitted.initial_spread,
+        knobs=knobs,
+        fit_rmse_per_level=rmse,
+        heldout_gain=gains,
+        spearman=rho,
+    )
+    with open(os.path.join(args.out, "calibration.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    table = _markdown(result)
+    with open(os.path.join(args.out, "calibration.md"), "w") as f:
+        f.write(table)
+    print(table)
+
+
+def _markdown(result: dict) -> str:
+    knobs = ", ".join(f"`{name}={value:g}`" for name, value in result["knobs"].items())
+    lines = [
+        f"Starting logits per level {[round(m, 2) for m in result['level_means']]}, spread "
+        f"{result['initial_spread']:.2f}; fitted to uniform's and the oracle's per-level trajectories: {knobs}.",
+        "",
+        "RMSE of the per-level mean success, simulated against real, per method (levels 1-4): "
+        + "; ".join(f"{m} {rmse}" for m, rmse in result["fit_rmse_per_level"].items()),
+        "",
+        "| method | real held-out gain | simulated held-out gain |",
+        "|---|---|---|",
+    ]
+    for method, gain in sorted(result["heldout_gain"].items(), key=lambda item: -item[1]["real"]):
+        lines.append(f"| {method} | {gain['real']:+.3f} | {gain['simulated']:+.3f} |")
+    lines += ["", f"Spearman rank correlation of the gains, simulated against real: {result['spearman']:.2f}."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
