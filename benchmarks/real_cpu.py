@@ -59,7 +59,7 @@ from trl_kgps.tasks.evaluation import answer_probabilities, success_rates  # noq
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-METHODS = ("uniform", "kgps", "mopps", "greso", "ds", "oracle")
+METHODS = ("uniform", "kgps", "mopps", "greso", "ds", "oracle", "oracle_greedy")
 BASELINE = "uniform"
 
 
@@ -158,12 +158,21 @@ class _BenchmarkSelector:
 class Oracle(_BenchmarkSelector):
     r"""
     The ceiling of prompt selection here: it knows every training prompt's current success rate `p` (`truth()`,
-    exact, re-measured every `refresh` batches, never counted as rollouts) and picks the `B` prompts most likely to
-    give a mixed group of `G` rollouts, \\(1 - p^G - (1 - p)^G\\), ties in random order. It needs no warmup.
+    exact, re-measured every `refresh` batches, never counted as rollouts) and trains on the prompts most likely to
+    give a mixed group of `G` rollouts, \(u = 1 - p^G - (1 - p)^G\).
+
+    `rule="proportional"` (the `oracle` method) draws `B` distinct prompts with probabilities proportional to `u`
+    (Gumbel top-k), which is the training distribution of DAPO's dynamic sampling without its screening
+    rollouts. `rule="greedy"` (`oracle_greedy`) takes the `B` largest `u`, ties in random order: it never revisits
+    the prompts it has solved, and measured here they are forgotten (docs/benchmarks.md). Neither needs a warmup.
     """
 
-    def __init__(self, num_prompts: int, truth: Callable[[], np.ndarray], group_size: int, refresh: int, seed: int):
-        self.num_prompts, self.truth, self.group_size, self.refresh = num_prompts, truth, group_size, refresh
+    def __init__(
+        self, num_prompts: int, truth: Callable[[], np.ndarray], group_size: int, refresh: int, seed: int, rule: str
+    ):
+        self.num_prompts, self.truth, self.group_size, self.refresh, self.rule = (
+            num_prompts, truth, group_size, refresh, rule
+        )  # fmt: skip
         self.rng = np.random.default_rng(seed)
         self.selections = 0
         self.p = np.full(num_prompts, 0.5)
@@ -174,10 +183,15 @@ class Oracle(_BenchmarkSelector):
         self.selections += 1
         p, G = self.p, self.group_size
         mixed = 1 - p**G - (1 - p) ** G
+        if self.rule == "proportional":
+            # Gumbel top-k: the B largest log(u) + Gumbel noise are a draw without replacement proportional to u.
+            with np.errstate(divide="ignore"):
+                key = np.log(np.maximum(mixed, 0.0)) + self.rng.gumbel(size=self.num_prompts)
+        else:
+            key = mixed + 1e-12 * self.rng.random(self.num_prompts)  # random among ties
         if exclude is not None:
-            mixed[np.asarray(exclude)] = -np.inf
-        order = self.rng.permutation(self.num_prompts)  # random among ties
-        return order[np.argsort(-mixed[order], kind="stable")[:batch_size]]
+            key[np.asarray(exclude)] = -np.inf
+        return np.argsort(-key, kind="stable")[:batch_size]
 
     def update(self, indices, successes, trials) -> None:
         pass
@@ -276,10 +290,10 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
             return _sampled_success(setting, model, setting.train.select(indices), G, seed=sample_seed)
 
         selector = DynamicSampling(len(setting.train), screen, seed)
-    elif method == "oracle":
-        selector = Oracle(
-            len(setting.train), lambda: setting.true_success(model, setting.train, 0), G, args.oracle_refresh, seed
-        )
+    elif method.startswith("oracle"):
+        rule = "greedy" if method == "oracle_greedy" else "proportional"
+        truth = lambda: setting.true_success(model, setting.train, 0)  # noqa: E731
+        selector = Oracle(len(setting.train), truth, G, args.oracle_refresh, seed, rule)
         config = KGPSConfig(warmup_epochs=0)
     kgps = KGPSCallback(config, selector=selector)
 
@@ -374,6 +388,7 @@ def main(argv=None) -> None:
     if args.report_only:
         with open(os.path.join(args.out, "real_cpu.json")) as f:
             results = json.load(f)
+        results["summary"], results["paired"] = _summarize(results["runs"]), paired(results)
         _report(results, args.out)
         return
     methods = args.methods.split(",")
@@ -404,6 +419,8 @@ def main(argv=None) -> None:
                 flush=True,
             )
     results["wall_s"] = time.perf_counter() - start
+    results["summary"] = _summarize(results["runs"])
+    results["paired"] = paired(results)
     _write(results, trajectories, args.out)
 
 
@@ -494,7 +511,9 @@ def paired(results: dict, baseline: str = BASELINE) -> dict:
             mine, theirs = seeds[seed], runs[baseline][seed]
             target = theirs["heldout_accuracy"][-1]
             differences.append(mine["heldout_accuracy"][-1] - target)
-            shares.append(rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], target) / theirs["rollouts"][-1])
+            shares.append(
+                rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], target) / theirs["rollouts"][-1]
+            )
         out[method] = dict(seeds=shared, difference=differences, rollouts_to_baseline_final=shares)
     return out
 
@@ -511,19 +530,16 @@ def _summarize(runs: dict) -> dict:
 
 
 def _write(results: dict, trajectories: list[dict], out: str) -> None:
-    from datasets import Dataset
+    import pandas as pd
 
-    results["summary"] = _summarize(results["runs"])
-    results["paired"] = paired(results)
     with open(os.path.join(out, "real_cpu.json"), "w") as f:
         json.dump(results, f, indent=1)
-    Dataset.from_list(trajectories).to_parquet(os.path.join(out, "real_cpu_trajectories.parquet"))
+    frame = pd.DataFrame(trajectories).astype({"true_success": "float32", "predicted_success": "float32"})
+    frame.to_parquet(os.path.join(out, "real_cpu_trajectories.parquet"), index=False)
     _report(results, out)
 
 
 def _report(results: dict, out: str) -> None:
-    results["summary"] = _summarize(results["runs"])
-    results["paired"] = paired(results)
     table = _markdown(results)
     with open(os.path.join(out, "real_cpu.md"), "w") as f:
         f.write(table)

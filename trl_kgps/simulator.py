@@ -15,8 +15,9 @@ selectors see is \\(\lVert \Delta\theta \rVert = \texttt{norm\_scale} \cdot \eta
 uniform warmup epoch for every method.
 
 `DS` (DAPO dynamic sampling) draws prompts in TRL's order, rolls each out, and keeps only groups with `0 < s < k`
-until it has `B`; every rollout it spends counts. `oracle` knows every \(\psi_i\) and picks the `B` prompts most
-likely to give a mixed group, \(1 - p^k - (1 - p)^k\); it needs no warmup.
+until it has `B`; every rollout it spends counts. `oracle` knows every \\(\psi_i\\) and draws the `B` prompts with
+probabilities proportional to that of a mixed group, \\(1 - p^k - (1 - p)^k\\) (`oracle_greedy`: the `B` most
+likely); neither needs a warmup.
 
 **Levels** (the `cpu` scenario, fitted to the real CPU benchmark by `benchmarks/calibrate_simulator.py`). With
 `level_means` set, the prompts are split evenly into levels whose logits start at
@@ -105,7 +106,7 @@ SCENARIOS = {
     "cpu": CPU,
 }
 
-METHODS = ("kgps", "kgps_point", "kgps_fixed_q", "mopps", "greso", "uniform", "ds", "oracle")
+METHODS = ("kgps", "kgps_point", "kgps_fixed_q", "mopps", "greso", "uniform", "ds", "oracle", "oracle_greedy")
 
 
 @dataclass
@@ -131,16 +132,24 @@ ABLATIONS = {"kgps_point": KGPSConfig(utility="point"), "kgps_fixed_q": KGPSConf
 
 
 class _Oracle:
-    """Knows every prompt's logit: the `B` prompts most likely to give a mixed group of `k`, ties in random order."""
+    """
+    Knows every prompt's logit and trains on the prompts most likely to give a mixed group of `k`,
+    `u = 1 - p^k - (1 - p)^k`: `B` distinct draws proportional to `u` (`oracle`), or the `B` largest `u`
+    (`oracle_greedy`).
+    """
 
-    def __init__(self, psi: np.ndarray, rollouts: int, seed: int):
-        self.psi, self.k, self.rng = psi, rollouts, np.random.default_rng([seed, 4])
+    def __init__(self, psi: np.ndarray, rollouts: int, seed: int, greedy: bool):
+        self.psi, self.k, self.greedy, self.rng = psi, rollouts, greedy, np.random.default_rng([seed, 4])
 
     def select(self, batch_size: int) -> np.ndarray:
         p = 1 / (1 + np.exp(-self.psi))
         mixed = 1 - p**self.k - (1 - p) ** self.k
-        order = self.rng.permutation(p.size)
-        return order[np.argsort(-mixed[order], kind="stable")[:batch_size]]
+        if self.greedy:
+            key = mixed + 1e-12 * self.rng.random(p.size)  # random among ties
+        else:
+            with np.errstate(divide="ignore"):  # Gumbel top-k: a draw without replacement proportional to u
+                key = np.log(np.maximum(mixed, 0.0)) + self.rng.gumbel(size=p.size)
+        return np.argsort(-key, kind="stable")[:batch_size]
 
     def predicted_success(self, indices: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-self.psi[indices]))
@@ -173,7 +182,11 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         heldout = held.normal(np.asarray(scenario.level_means)[heldout_level], scenario.initial_spread)
     else:
         psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
-    selector = _Oracle(psi, k, seed) if method == "oracle" else _selector(method, scenario.num_prompts, seed)
+    oracle = method.startswith("oracle")
+    if oracle:
+        selector = _Oracle(psi, k, seed, greedy=method == "oracle_greedy")
+    else:
+        selector = _selector(method, scenario.num_prompts, seed)
     warmup = scenario.num_prompts // B
     total = warmup + steps
     trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)
@@ -181,7 +194,7 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
     if scenario.level_means:
         _record_levels(trace, psi, heldout, level)
     for t in range(total):
-        if t < warmup and method != "oracle":
+        if t < warmup and not oracle:
             batch = order[t * B : (t + 1) * B]
             s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
             spent += B * k

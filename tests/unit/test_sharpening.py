@@ -34,7 +34,8 @@ def test_pool_and_held_out_hold_every_level_evenly_with_right_answers(splits):
 
 def test_warm_start_is_right_at_each_levels_rate_and_never_shows_level_4(splits):
     _, _, warm = splits
-    levels, right = np.array(warm["level"]), np.array([a == str(_sum(p)) for p, a in zip(warm["prompt"], warm["answer"])])
+    levels = np.array(warm["level"])
+    right = np.array([answer == str(_sum(prompt)) for prompt, answer in zip(warm["prompt"], warm["answer"])])
     assert set(levels.tolist()) == set(WARM_START_ACCURACY)
     for level, rate in WARM_START_ACCURACY.items():
         shown = levels == level

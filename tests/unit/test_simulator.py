@@ -1,6 +1,7 @@
 """The simulator and `trl-kgps simulate`: deterministic, counting every rollout, writing what it promises."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -72,3 +73,55 @@ def test_cli_writes_results_table_and_plots(tmp_path, capsys):
 def test_cli_refuses_an_unknown_selector(tmp_path):
     with pytest.raises(SystemExit, match="unknown \\['random'\\]"):
         main(["simulate", "--selectors", "kgps,random", "--out", str(tmp_path)])
+
+
+LEVELS = Scenario(
+    num_prompts=8, batch_size=8, rollouts=4, level_means=(2.0, -1.0), initial_spread=0.5, learning_rate=0.1,
+    shared_drift=0.0, shared_noise=0.0, prompt_noise=0.0, trained_drift=0.0, level_transfer=3.0, ceiling=2.5,
+    forgetting=0.7, heldout_prompts=3, norm_scale=1.0, schedule="linear",
+)  # fmt: skip
+
+
+def test_one_level_step_against_a_hand_computation():
+    trace = simulate("uniform", LEVELS, steps=1, seed=0)  # the warmup step trains all 8 prompts
+    # Replay the world's draws in the simulator's order.
+    world = np.random.default_rng([0, 1])
+    level = np.arange(8) % 2
+    psi = world.normal(np.array([2.0, -1.0])[level], 0.5)
+    order = np.random.default_rng([0, 2]).permutation(8)
+    s = world.binomial(4, 1 / (1 + np.exp(-psi[order])))
+    v = np.zeros(8)
+    v[order] = (s / 4) * (1 - s / 4)
+    g = np.array([4 * v[level == 0].sum(), 4 * v[level == 1].sum()]) / 8
+    eta = 0.1 * (1 - 0 / 2)  # linear schedule, step 0 of 2
+    moved = psi + eta * (3.0 * g[level] * (2.5 - psi) - 0.7 * (g.sum() - g[level]))
+    p = 1 / (1 + np.exp(-moved))
+    np.testing.assert_allclose(trace.level_success[1], [p[level == 0].mean(), p[level == 1].mean()], rtol=1e-12)
+    held = np.random.default_rng([0, 3]).normal(np.array([2.0, -1.0])[[0, 0, 0, 1, 1, 1]], 0.5)
+    held_level = np.array([0, 0, 0, 1, 1, 1])
+    held += eta * (3.0 * g[held_level] * (2.5 - held) - 0.7 * (g.sum() - g[held_level]))
+    assert trace.heldout[1] == pytest.approx(np.mean(1 / (1 + np.exp(-held))), rel=1e-12)
+    assert len(trace.heldout) == len(trace.level_success) == 3  # initial state, warmup step, one step
+
+
+def test_held_out_prompts_learn_only_through_their_level():
+    frozen = simulate("uniform", Scenario(**{**vars(LEVELS), "level_transfer": 0.0, "forgetting": 0.0}), steps=20)
+    assert frozen.heldout[0] == frozen.heldout[-1]
+    learning = simulate("uniform", LEVELS, steps=20)
+    assert learning.heldout[-1] > learning.heldout[0]
+
+
+def test_oracle_selects_from_the_start_and_finds_the_mixed_groups():
+    cpu = SCENARIOS["cpu"]
+    oracle, uniform = simulate("oracle", cpu, 100, seed=1), simulate("uniform", cpu, 100, seed=1)
+    assert np.mean(oracle.informative_share) > 0.9 > 0.6 > np.mean(uniform.informative_share)
+    assert oracle.rollouts == uniform.rollouts and oracle.heldout[-1] > uniform.heldout[-1]
+    assert oracle.level_success[1] != uniform.level_success[1]  # no uniform warmup for the oracle
+
+
+def test_cpu_scenario_holds_the_calibrated_knobs():
+    path = Path(__file__).parents[2] / "benchmarks" / "results" / "calibration.json"
+    calibration = json.loads(path.read_text())
+    cpu = SCENARIOS["cpu"]
+    assert list(cpu.level_means) == calibration["level_means"] and cpu.initial_spread == calibration["initial_spread"]
+    assert {name: getattr(cpu, name) for name in calibration["knobs"]} == calibration["knobs"]

@@ -105,7 +105,8 @@ def answer_probabilities(
     for start in range(0, len(prompts), batch_size):
         chunk = slice(start, min(start + batch_size, len(prompts)))
         prompt_ids = tokenizer(list(prompts[chunk]), add_special_tokens=False)["input_ids"]
-        target_ids = tokenizer([a + tokenizer.eos_token for a in answers[chunk]], add_special_tokens=False)["input_ids"]
+        targets = [answer + tokenizer.eos_token for answer in answers[chunk]]
+        target_ids = tokenizer(targets, add_special_tokens=False)["input_ids"]
         # Left-padded prompt + target, as generate() sees them: e.g. "3+5=" + "8<eos>" -> <pad> 3 + 5 = 8 <eos>
         width = max(len(p) + len(t) for p, t in zip(prompt_ids, target_ids))
         input_ids = torch.full((len(prompt_ids), width), tokenizer.pad_token_id)
@@ -117,11 +118,10 @@ def answer_probabilities(
             attention_mask[row, width - length :] = 1
             is_target[row, width - len(target) :] = True
         position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
-        logits = model(
-            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), position_ids=position_ids.to(device)
-        ).logits.float()
+        input_ids, attention_mask, position_ids = (t.to(device) for t in (input_ids, attention_mask, position_ids))
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).logits.float()
         # The token at position t is predicted by the logits at t - 1.
-        log_probs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None].to(device))[..., 0]
+        log_probs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None])[..., 0]
         total = (log_probs * is_target[:, 1:].to(device)).sum(dim=1)
         probabilities[chunk] = total.exp().cpu().numpy()
     model.train(was_training)
