@@ -82,9 +82,8 @@ class Setting:
 def cpu_setting(args) -> Setting:
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(tokenizer, seed=0)
-    train, test, warm = sharpening.make_splits(
-        args.num_prompts, args.num_eval_prompts, num_warm_start=args.warm_start_steps * 64, seed=0
-    )
+    warm_examples = args.warm_start_steps * 64  # a fresh example for every row of every warm-start batch
+    train, test, warm = sharpening.make_splits(args.num_prompts, args.num_eval_prompts, warm_examples, seed=0)
     tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], args.warm_start_steps)
     grpo = dict(
         use_cpu=True,
@@ -97,9 +96,7 @@ def cpu_setting(args) -> Setting:
     def exact(model, dataset, seed):
         return answer_probabilities(model, tokenizer, dataset["prompt"], dataset["answer"])
 
-    return Setting(
-        model, tokenizer, train, test, arithmetic.arithmetic_reward, ("answer",), grpo, 4, exact
-    )  # fmt: skip
+    return Setting(model, tokenizer, train, test, arithmetic.arithmetic_reward, ("answer",), grpo, 4, exact)
 
 
 def paper_setting(args) -> Setting:
@@ -550,9 +547,15 @@ def _report(results: dict, out: str) -> None:
 def _spread(values: list[float], digits: int, percent: bool = False) -> str:
     values = np.asarray(values, float)
     scale, unit = (100, " %") if percent else (1, "")
-    if not np.isfinite(values).all():
-        reached = np.isfinite(values)
-        return f"not reached ({int(reached.sum())}/{values.size} seeds reached it)"
+    reached = np.isfinite(values)
+    if not reached.any():
+        return f"never (0/{values.size} seeds)"
+    if not reached.all():
+        values = values[reached]
+        return (
+            f"{scale * values.mean():.{digits}f} ± {scale * values.std():.{digits}f}{unit} on {values.size}/"
+            f"{reached.size} seeds; never on the others"
+        )
     return f"{scale * values.mean():.{digits}f} ± {scale * values.std():.{digits}f}{unit}"
 
 
@@ -621,6 +624,9 @@ def _plot(results: dict, out: str) -> None:
             mean, std = np.nanmean(y, axis=0), np.nanstd(y, axis=0)
             ax.plot(x, mean, label=method)
             ax.fill_between(x, mean - std, mean + std, alpha=0.15)
+        if y_key == "heldout_accuracy" and BASELINE in results["runs"]:
+            final = np.mean([c[y_key][-1] for c in results["runs"][BASELINE].values()])
+            ax.axhline(final, color="gray", linestyle=":", linewidth=1, label=f"{BASELINE}'s final")
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
         ax.set_title(f"{y_label}: mean and ± 1 std over seeds", fontsize=9)

@@ -21,12 +21,14 @@ likely); neither needs a warmup.
 
 **Levels** (the `cpu` scenario, fitted to the real CPU benchmark by `benchmarks/calibrate_simulator.py`). With
 `level_means` set, the prompts are split evenly into levels whose logits start at
-\(\mathcal{N}(	exttt{level\_means}_l, 	exttt{initial\_spread}^2)\), and what one prompt learns transfers to its
-level, saturating at a `ceiling` logit, while training on the other levels makes it forget a little: with
-\(g_l = 	frac1B \sum_{j \in 	ext{batch}, 	ext{level } l} 4 v_j\) and \(g = \sum_l g_l\), every prompt of
-level \(l\) also moves by
+\\(\mathcal{N}(\texttt{level\_means}_l, \texttt{initial\_spread}^2)\\). What a batch teaches transfers to every
+prompt of its level, saturating at a `ceiling` logit; training the other levels makes a level forget a little; and
+training the same prompts again and again makes every prompt forget. With
+\\(g_l = \tfrac1B \sum_{j \in \text{batch, level } l} 4 v_j\\), \\(g = \sum_l g_l\\) and
+\\(r = \tfrac1B \sum_{j \in \text{batch}} 4 v_j c_j\\) (\\(c_j\\): the times prompt \\(j\\) was trained before),
+every prompt of level \\(l\\) also moves by
 
-    eta_t * (level_transfer * g_l * (ceiling - psi_i) - forgetting * (g - g_l))
+    eta_t * (level_transfer * g_l * (ceiling - psi_i) - forgetting * (g - g_l) - repeat_forgetting * r)
 
 `heldout_prompts` more prompts per level are never trained; they follow the level's moves (and the noise), and
 their mean success is the held-out accuracy (`Trace.heldout`). `schedule="linear"` decays the learning rate
@@ -64,6 +66,7 @@ class Scenario:
     ceiling: float = 4.0
     forgetting: float = 0.0
     heldout_prompts: int = 0
+    repeat_forgetting: float = 0.0
     schedule: str = "cosine"
 
     def __post_init__(self):
@@ -81,16 +84,17 @@ CPU = Scenario(
     num_prompts=512,
     batch_size=4,
     rollouts=8,
-    level_means=(3.9, -0.6, -1.3, -14.0),
-    initial_spread=0.35,
+    level_means=(3.82, -0.63, -1.18, -13.77),
+    initial_spread=0.48,
     learning_rate=0.01,
     shared_drift=0.0,
     shared_noise=0.0,
-    trained_drift=0.0,
-    prompt_noise=0.0,
-    level_transfer=1.0,
-    ceiling=2.5,
-    forgetting=0.0,
+    trained_drift=18.9,
+    prompt_noise=0.41,
+    level_transfer=1.4,
+    ceiling=2.52,
+    forgetting=0.51,
+    repeat_forgetting=0.05,
     heldout_prompts=256,
     norm_scale=10.0,
     schedule="linear",
@@ -192,6 +196,7 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
     trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)
     order = np.random.default_rng([seed, 2]).permutation(scenario.num_prompts)
     if scenario.level_means:
+        times_trained = np.zeros(scenario.num_prompts)
         _record_levels(trace, psi, heldout, level)
     for t in range(total):
         if t < warmup and not oracle:
@@ -232,9 +237,13 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         if scenario.level_means:
             # g_l: the batch's summed reward variance 4v on level l, per prompt of the batch
             g = np.bincount(level[batch], weights=4 * variance, minlength=len(scenario.level_means)) / B
-            step += _level_moves(scenario, g, level, psi)
+            # r: the same summed 4v, each prompt's weighted by how often it was trained before
+            r = float(np.sum(4 * variance * times_trained[batch])) / B
+            times_trained[batch] += 1
+            step += _level_moves(scenario, g, level, psi) - scenario.repeat_forgetting * r
             heldout += eta * (
                 _level_moves(scenario, g, heldout_level, heldout)
+                - scenario.repeat_forgetting * r
                 + scenario.prompt_noise * held.normal(size=heldout.size)
             )
         psi += eta * step
