@@ -15,7 +15,10 @@ from ._plots import pyplot
 from .simulator import METHODS, SCENARIOS, simulate, summarize
 
 
-COLUMNS = ("mae", "spearman", "mae_true", "informative_share", "coverage", "repeats", "rollouts", "final_success")
+COLUMNS = (
+    "mae", "spearman", "mae_true", "informative_share", "coverage", "repeats", "rollouts", "final_success",
+    "final_heldout",
+)  # fmt: skip
 
 
 def simulate_command(args: argparse.Namespace) -> dict:
@@ -51,10 +54,11 @@ def simulate_command(args: argparse.Namespace) -> dict:
 
 def _markdown(results: dict) -> str:
     head = f"Scenario `{results['scenario']['name']}`, {results['steps']} steps after warmup, {results['seeds']} seeds (mean ± std)\n\n"
-    lines = ["| selector | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    columns = [c for c in COLUMNS if c in next(iter(results["selectors"].values()))]  # held-out: with levels only
+    lines = ["| selector | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for method, summary in results["selectors"].items():
         cells = []
-        for column in COLUMNS:
+        for column in columns:
             value = summary[column]
             digits = 0 if column == "rollouts" else 3
             cells.append(f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}")

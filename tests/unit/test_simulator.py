@@ -114,7 +114,7 @@ def test_held_out_prompts_learn_only_through_their_level():
 def test_oracle_selects_from_the_start_and_finds_the_mixed_groups():
     cpu = SCENARIOS["cpu"]
     oracle, uniform = simulate("oracle", cpu, 100, seed=1), simulate("uniform", cpu, 100, seed=1)
-    assert np.mean(oracle.informative_share) > 0.9 > 0.6 > np.mean(uniform.informative_share)
+    assert np.mean(oracle.informative_share) > 0.8 > 0.6 > np.mean(uniform.informative_share)
     assert oracle.rollouts == uniform.rollouts and oracle.heldout[-1] > uniform.heldout[-1]
     assert oracle.level_success[1] != uniform.level_success[1]  # no uniform warmup for the oracle
 
