@@ -8,7 +8,8 @@ levels makes about half of a uniform sampler's GRPO groups unanimous (all right 
 well can matter. From that one warm start, each method trains with the real `GRPOTrainer` at the same rollout
 budget, for several seeds: uniform (TRL's order), KGPS (the paper's), MoPPS, GRESO, DAPO-style dynamic sampling
 (DS, which spends extra rollouts to screen), and an `oracle` that knows every training prompt's current success
-rate and trains on the prompts most likely to give a mixed group: the ceiling of prompt selection here.
+rate and trains on the prompts likely to give a mixed group (drawn in proportion to that chance; `oracle_greedy`
+takes the most likely): the ceiling of prompt selection here.
 
 Success rates are exact, not sampled: a prompt's success rate under GRPO's sampling is the probability of the
 completion `answer<eos>`, one teacher-forced forward pass (`answer_probabilities`). So the held-out accuracy
@@ -17,8 +18,8 @@ without sampling noise, and cost no rollouts. Every `--snapshot_every` steps the
 selector's predicted success.
 
 ```bash
-python benchmarks/real_cpu.py                      # the committed results: 6 methods x 3 seeds (0,1,2)
-python benchmarks/real_cpu.py --seeds 3,4,5 --out /tmp/heldback   # seeds that no choice here was tuned on
+python benchmarks/real_cpu.py                      # the committed results: 7 methods x seeds 0,1,2, 11 min on 2 cores
+python benchmarks/real_cpu.py --seeds 3,4,5 --out benchmarks/results/heldback   # seeds no choice was tuned on
 python benchmarks/real_cpu.py --methods kgps,uniform --seeds 0 --out /tmp/quick   # a minute
 python benchmarks/real_cpu.py --paper --out results_math   # the paper's Qwen3-0.6B / MATH setting, on a GPU
 ```

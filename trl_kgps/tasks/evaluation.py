@@ -88,7 +88,7 @@ def answer_probabilities(
     For a task whose reward accepts only that completion (the arithmetic tasks, whose character tokenizer has no
     whitespace), this is the prompt's success rate under GRPO's sampling (temperature 1, no top-k or top-p), up to
     completions that interleave special tokens (pad, unk) which decoding drops: a policy never trained to emit them
-    practically never does. `tests/unit/test_evaluation.py` checks it against sampled success rates.
+    practically never does. `tests/integration/test_tasks.py` checks it against sampled success rates.
 
     Returns:
         `np.ndarray` of shape `(len(prompts),)`, float64, in `[0, 1]`.

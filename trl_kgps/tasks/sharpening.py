@@ -7,7 +7,7 @@ shows the right answer only part of the time, at a rate set by the level, and ne
 
 | level | problem | warm-start answers that are right | the warmed-up policy |
 |---|---|---|---|
-| 1 | `a+b+c`, one digit each | all | solves it (success ~0.97) |
+| 1 | `a+b+c`, one digit each | all | solves it (success ~0.96) |
 | 2 | `a+b+c+d`, one digit each | half | sometimes right: RL can sharpen it |
 | 3 | `a+b+c+d+e`, one digit each | a quarter | rarely right: RL can sharpen it |
 | 4 | `ab+cd+ef`, two digits each | none (never shown) | out of reach (success ~0) |
