@@ -55,6 +55,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
 from trl_kgps._plots import pyplot  # noqa: E402
+from trl_kgps.simulator import oracle_batch  # noqa: E402
 from trl_kgps.tasks import arithmetic, sharpening, tiny  # noqa: E402
 from trl_kgps.tasks.evaluation import answer_probabilities, success_rates  # noqa: E402
 
@@ -160,8 +161,8 @@ class Oracle(_BenchmarkSelector):
     give a mixed group of `G` rollouts, \(u = 1 - p^G - (1 - p)^G\).
 
     `rule="proportional"` (the `oracle` method) draws `B` distinct prompts with probabilities proportional to `u`
-    (Gumbel top-k), which is the training distribution of DAPO's dynamic sampling without its screening
-    rollouts. `rule="greedy"` (`oracle_greedy`) takes the `B` largest `u`, ties in random order: it never revisits
+    (`trl_kgps.simulator.oracle_batch`, the simulator's oracles' rule), which is the training distribution of DAPO's
+    dynamic sampling without its screening rollouts. `rule="greedy"` (`oracle_greedy`) takes the `B` largest `u`, ties in random order: it never revisits
     the prompts it has solved, and measured here they are forgotten (docs/benchmarks.md). Neither needs a warmup.
     """
 
@@ -179,17 +180,7 @@ class Oracle(_BenchmarkSelector):
         if self.selections % self.refresh == 0:
             self.p = self.truth()
         self.selections += 1
-        p, G = self.p, self.group_size
-        mixed = 1 - p**G - (1 - p) ** G
-        if self.rule == "proportional":
-            # Gumbel top-k: the B largest log(u) + Gumbel noise are a draw without replacement proportional to u.
-            with np.errstate(divide="ignore"):
-                key = np.log(np.maximum(mixed, 0.0)) + self.rng.gumbel(size=self.num_prompts)
-        else:
-            key = mixed + 1e-12 * self.rng.random(self.num_prompts)  # random among ties
-        if exclude is not None:
-            key[np.asarray(exclude)] = -np.inf
-        return np.argsort(-key, kind="stable")[:batch_size]
+        return oracle_batch(self.p, self.group_size, batch_size, self.rng, self.rule == "greedy", exclude)
 
     def update(self, indices, successes, trials) -> None:
         pass

@@ -135,25 +135,33 @@ class Trace:
 ABLATIONS = {"kgps_point": KGPSConfig(utility="point"), "kgps_fixed_q": KGPSConfig(fixed_process_noise=0.005)}
 
 
+def oracle_batch(
+    p: np.ndarray, rollouts: int, batch_size: int, rng: np.random.Generator, greedy: bool, exclude=None
+) -> np.ndarray:
+    """
+    The oracles' choice, knowing every prompt's success rate `p` (shape `(N,)`): prompts likely to give a mixed group
+    of `rollouts`, `u = 1 - p^k - (1 - p)^k`. `batch_size` distinct draws with probabilities proportional to `u`
+    (Gumbel top-k), or with `greedy` the `batch_size` largest `u`, ties in random order; never one of `exclude`.
+    """
+    mixed = 1 - p**rollouts - (1 - p) ** rollouts
+    if greedy:
+        key = mixed + 1e-12 * rng.random(p.size)  # random among ties
+    else:
+        with np.errstate(divide="ignore"):  # the largest log(u) + Gumbel noise: a draw proportional to u
+            key = np.log(np.maximum(mixed, 0.0)) + rng.gumbel(size=p.size)
+    if exclude is not None:
+        key[np.asarray(exclude)] = -np.inf
+    return np.argsort(-key, kind="stable")[:batch_size]
+
+
 class _Oracle:
-    """
-    Knows every prompt's logit and trains on the prompts most likely to give a mixed group of `k`,
-    `u = 1 - p^k - (1 - p)^k`: `B` distinct draws proportional to `u` (`oracle`), or the `B` largest `u`
-    (`oracle_greedy`).
-    """
+    """Knows every prompt's logit and chooses by `oracle_batch`; `oracle_greedy` takes the most likely."""
 
     def __init__(self, psi: np.ndarray, rollouts: int, seed: int, greedy: bool):
         self.psi, self.k, self.greedy, self.rng = psi, rollouts, greedy, np.random.default_rng([seed, 4])
 
     def select(self, batch_size: int) -> np.ndarray:
-        p = 1 / (1 + np.exp(-self.psi))
-        mixed = 1 - p**self.k - (1 - p) ** self.k
-        if self.greedy:
-            key = mixed + 1e-12 * self.rng.random(p.size)  # random among ties
-        else:
-            with np.errstate(divide="ignore"):  # Gumbel top-k: a draw without replacement proportional to u
-                key = np.log(np.maximum(mixed, 0.0)) + self.rng.gumbel(size=p.size)
-        return np.argsort(-key, kind="stable")[:batch_size]
+        return oracle_batch(1 / (1 + np.exp(-self.psi)), self.k, batch_size, self.rng, self.greedy)
 
     def predicted_success(self, indices: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-self.psi[indices]))

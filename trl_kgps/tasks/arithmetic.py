@@ -14,6 +14,7 @@ Prompts are plain text (no chat template), so any causal LM can continue them; t
 whitespace-separated word.
 """
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,11 +45,23 @@ def make_problems(num_problems: int, seed: int = 0, levels: tuple[int, ...] = LE
             f"levels {levels} hold {_capacity(levels)} distinct problems, fewer than num_problems={num_problems}; "
             "add a harder level."
         )
-    rng = np.random.default_rng(seed)
+    return distinct_problems(num_problems, levels, _DIGITS, np.random.default_rng(seed))
+
+
+def distinct_problems(
+    count: int, levels: Sequence[int], digits: dict[int, tuple[int, ...]], rng: np.random.Generator
+) -> dict[str, list]:
+    """
+    `count` distinct sums, each of a level drawn uniformly from `levels` (a repeated problem is redrawn, level
+    included), with the operand digits `digits[level]`.
+
+    Returns:
+        `dict` with `prompt`, `answer` and `level` lists, each of length `count`.
+    """
     seen, columns = set(), {"prompt": [], "answer": [], "level": []}
-    while len(columns["prompt"]) < num_problems:
+    while len(columns["prompt"]) < count:
         level = int(rng.choice(levels))
-        prompt, answer = _problem(level, rng)
+        prompt, answer = sum_problem(digits[level], rng)
         if prompt in seen:
             continue
         seen.add(prompt)
@@ -69,10 +82,6 @@ def make_dataset(num_problems: int, seed: int = 0, levels: tuple[int, ...] = LEV
 _DIGITS = {1: (1, 1), 2: (1, 1, 1), 3: (1, 1, 1, 1), 4: (2, 2)}
 
 
-def _problem(level: int, rng: np.random.Generator) -> tuple[str, str]:
-    return sum_problem(_DIGITS[level], rng)
-
-
 def sum_problem(digits: tuple[int, ...], rng: np.random.Generator) -> tuple[str, str]:
     """A sum of operands with the given numbers of digits (no leading zeros), e.g. `(2, 1)` -> `("47+8=", "55")`."""
     operands = [int(rng.integers(0 if d == 1 else 10 ** (d - 1), 10**d)) for d in digits]
@@ -81,7 +90,12 @@ def sum_problem(digits: tuple[int, ...], rng: np.random.Generator) -> tuple[str,
 
 def _capacity(levels: tuple[int, ...]) -> int:
     """How many distinct prompts `levels` hold."""
-    return sum(int(np.prod([10 if digits == 1 else 90 for digits in _DIGITS[level]])) for level in levels)
+    return sum(problem_count(_DIGITS[level]) for level in levels)
+
+
+def problem_count(digits: tuple[int, ...]) -> int:
+    """How many distinct sums have operands of these numbers of digits (no leading zeros)."""
+    return int(np.prod([10 if d == 1 else 9 * 10 ** (d - 1) for d in digits]))
 
 
 def completion_text(completion: "str | list[dict[str, str]]") -> str:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .arithmetic import sum_problem
+from .arithmetic import distinct_problems, problem_count, sum_problem
 
 
 if TYPE_CHECKING:
@@ -61,14 +61,14 @@ def make_splits(
             f"make_splits(num_train={num_train}, num_eval={num_eval}, num_warm_start={num_warm_start}): each must be "
             ">= 1."
         )
-    smallest = min(_capacity(digits) for digits in LEVELS.values())
+    smallest = min(problem_count(digits) for digits in LEVELS.values())
     if (num_train + num_eval) // len(LEVELS) + 1 > smallest // 2:
         raise ValueError(
             f"num_train + num_eval = {num_train + num_eval} would take over half of the {smallest} distinct problems "
             "of the smallest level, leaving too few for the warm start: ask for fewer prompts."
         )
     rng = np.random.default_rng(seed)
-    held = _distinct_problems(num_train + num_eval, rng)
+    held = distinct_problems(num_train + num_eval, sorted(LEVELS), LEVELS, rng)
     train = {key: values[:num_train] for key, values in held.items()}
     heldout = {key: values[num_train:] for key, values in held.items()}
     taken = set(held["prompt"])
@@ -90,21 +90,3 @@ def wrong_answer(answer: str, rng: np.random.Generator) -> str:
     offset = int(rng.choice(WRONG_ANSWER_OFFSETS))
     value = int(answer)
     return str(value + offset if value + offset >= 0 else value - offset)
-
-
-def _distinct_problems(count: int, rng: np.random.Generator) -> dict[str, list]:
-    seen, columns = set(), {"prompt": [], "answer": [], "level": []}
-    while len(columns["prompt"]) < count:
-        level = int(rng.choice(sorted(LEVELS)))
-        prompt, answer = sum_problem(LEVELS[level], rng)
-        if prompt in seen:
-            continue
-        seen.add(prompt)
-        columns["prompt"].append(prompt)
-        columns["answer"].append(answer)
-        columns["level"].append(level)
-    return columns
-
-
-def _capacity(digits: tuple[int, ...]) -> int:
-    return int(np.prod([10 if d == 1 else 9 * 10 ** (d - 1) for d in digits]))
