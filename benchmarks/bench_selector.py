@@ -1,8 +1,17 @@
 """
-Time and memory of one KGPS selection round, against a straightforward numpy version and a bandwidth floor.
+Time and memory of one KGPS selection round, for the default and for the paper's rule, each against a
+straightforward numpy version.
 
 A round is what a trainer does per step: `predict` (every prompt's variance grows), `update` the 256 prompts
-just rolled out, then score every prompt and `select` the next 256. Two kinds of state:
+just rolled out, then `select` the next 256.
+
+**The default** (`KGPSConfig()`) scores `candidates * B` prompts drawn at random and draws the batch among them in
+proportion to score ** (1 / selection_temperature): its round costs O(candidates * B), whatever N. Its baseline,
+`whole-pool numpy`, is the rule that the candidates stand in for, written plainly: score every prompt (Gauss–Hermite
+in float64) and take the `B` largest `log(score) / temperature + Gumbel noise` over all `N` prompts. (On the real CPU
+testbed the two give the same held-out accuracy; see docs/benchmarks.md.)
+
+**The paper's rule** (`KGPSConfig.paper()`) is an exact top-B over all prompts. Two kinds of state:
 
 - `tied`: right after a warmup epoch with 8 rollouts per prompt, when whole groups of prompts share one belief
   (`s/8` takes 9 values), so thousands tie at the top;
@@ -25,7 +34,7 @@ import tracemalloc
 
 import numpy as np
 
-from trl_kgps import KGPSSelector
+from trl_kgps import KGPSConfig, KGPSSelector
 
 
 B, K, NORM = 256, 8, 0.05  # batch, rollouts per prompt, parameter-update norm per round (Q = 0.1 * NORM)
@@ -70,8 +79,26 @@ def initial_state(n, kind, rng):
     return rng.normal(0, 1.5, n), rng.uniform(0.05, 1.0, n)
 
 
-def kgps_from(mean, variance):
-    selector = KGPSSelector(mean.size)
+class WholePoolNumpy(KGPSSelector):
+    """The default's rule without candidates, in plain numpy: score all N prompts, Gumbel top-B over all of them."""
+
+    def select(self, batch_size, exclude=None):
+        m = self._mean.astype(np.float64)
+        P = self._variance.astype(np.float64) + self._offset
+        x, w = np.polynomial.hermite.hermgauss(self.config.quadrature_points)
+        scores = np.zeros_like(m)
+        spread = np.sqrt(2 * P)
+        k = self.group_size
+        for xj, wj in zip(x, w / np.sqrt(np.pi)):
+            p = 1 / (1 + np.exp(-(m + spread * xj)))
+            scores += wj * (p * (1 - p) if self.config.objective == "variance" else 1 - p**k - (1 - p) ** k)
+        key = np.log(scores) / self.config.selection_temperature + self._rng.gumbel(size=m.size)
+        top = np.argpartition(-key, batch_size)[:batch_size]
+        return top[np.argsort(-key[top])]
+
+
+def kgps_from(mean, variance, config=None, selector_class=KGPSSelector):
+    selector = selector_class(mean.size, config or KGPSConfig.paper())
     state = selector.state_dict()
     state["mean"], state["variance_base"] = mean.astype(np.float32), variance.astype(np.float32)
     selector.load_state_dict(state)
@@ -121,6 +148,24 @@ def main():
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6, 1e7])
     parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args()
+
+    print(f"Default (KGPSConfig()): {B} prompts selected per round\n")
+    print("| N | default median | default mean | whole-pool numpy median | speed-up | peak round bytes/prompt |")
+    print("|---|---|---|---|---|---|")
+    for n in map(int, args.sizes):
+        mean, variance = initial_state(n, "spread", np.random.default_rng(0))
+        selector = kgps_from(mean, variance, KGPSConfig())
+        _, median, mean_t = time_rounds(selector, args.rounds, np.random.default_rng(1), NORM)
+        warm = kgps_from(mean, variance, KGPSConfig())
+        round_peak = peak_bytes(lambda warm=warm: time_rounds(warm, 3, np.random.default_rng(2), NORM))
+        baseline = kgps_from(mean, variance, KGPSConfig(), WholePoolNumpy)
+        numpy_rounds = max(3, min(args.rounds, int(2e7 // n)))
+        _, numpy_median, _ = time_rounds(baseline, numpy_rounds, np.random.default_rng(1), NORM)
+        print(
+            f"| {n:.0e} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | {numpy_median * 1e3:.1f} ms | "
+            f"{numpy_median / median:.0f}x | {round_peak / n:.3f} |"
+        )
+    print("\nThe paper's rule (KGPSConfig.paper()):\n")
 
     bandwidth = copy_bandwidth()
     print(f"array-copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write); {B} prompts selected per round\n")

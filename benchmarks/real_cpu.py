@@ -54,6 +54,7 @@ from transformers import TrainerCallback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
+from trl_kgps.variants import VARIANTS  # noqa: E402
 from trl_kgps._plots import pyplot  # noqa: E402
 from trl_kgps.simulator import oracle_batch  # noqa: E402
 from trl_kgps.tasks import arithmetic, sharpening, tiny  # noqa: E402
@@ -61,7 +62,7 @@ from trl_kgps.tasks.evaluation import answer_probabilities, success_rates  # noq
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-METHODS = ("uniform", "kgps", "mopps", "greso", "ds", "oracle", "oracle_greedy")
+METHODS = ("uniform", "kgps", "kgps_paper", "mopps", "greso", "ds", "oracle", "oracle_greedy")
 BASELINE = "uniform"
 
 
@@ -272,7 +273,9 @@ def run(setting: Setting, method: str, seed: int, args) -> dict:
     model = copy.deepcopy(setting.model)
     G = args.num_generations
     selector, config = method, KGPSConfig()
-    if method == "ds":
+    if method in VARIANTS:
+        selector, config = "kgps", VARIANTS[method]
+    elif method == "ds":
 
         def screen(indices):
             sample_seed = int(selector.rng.integers(2**31))
@@ -373,6 +376,9 @@ def main(argv=None) -> None:
     parser.add_argument("--paper", action="store_true", help="Qwen3-0.6B on MATH (GPU)")
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plots from real_cpu.json")
+    parser.add_argument(
+        "--summary_only", action="store_true", help="write real_cpu.json and real_cpu.md only (no plots, no parquet)"
+    )
     args = parser.parse_args(argv)
     if args.report_only:
         with open(os.path.join(args.out, "real_cpu.json")) as f:
@@ -381,7 +387,7 @@ def main(argv=None) -> None:
         _report(results, args.out)
         return
     methods = args.methods.split(",")
-    unknown = sorted(set(methods) - set(METHODS))
+    unknown = sorted(set(methods) - set(METHODS) - set(VARIANTS))
     if unknown:
         raise SystemExit(f"--methods: unknown {unknown}; choose among {list(METHODS)}.")
     try:
@@ -410,7 +416,14 @@ def main(argv=None) -> None:
     results["wall_s"] = time.perf_counter() - start
     results["summary"] = _summarize(results["runs"])
     results["paired"] = paired(results)
-    _write(results, trajectories, args.out)
+    if args.summary_only:
+        with open(os.path.join(args.out, "real_cpu.json"), "w") as f:
+            json.dump(results, f, indent=1)
+        with open(os.path.join(args.out, "real_cpu.md"), "w") as f:
+            f.write(_markdown(results))
+        print(_markdown(results))
+    else:
+        _write(results, trajectories, args.out)
 
 
 def _curves(outcome: dict) -> dict:

@@ -16,6 +16,7 @@ across ranks.
 """
 
 import copy
+import dataclasses
 import inspect
 import logging
 import os
@@ -29,12 +30,12 @@ from transformers import Trainer, TrainerCallback
 
 from . import _checkpoint as checkpoint
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, ranks_all
-from ._metrics import spearman
+from ._metrics import RecentBatches, spearman
 from ._outcomes import SuccessRule
 from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
-from .selectors import SELECTORS
+from .selectors import SELECTORS, KGPSSelector
 from .selectors.base import PromptSelector
 
 
@@ -108,6 +109,7 @@ class KGPSCallback(TrainerCallback):
         self.sampler: KGPSRepeatSampler | None = None
         self.rule: SuccessRule | None = None
         self._delta: ParameterDelta | None = None
+        self._recent: RecentBatches | None = None  # kgps/repeats and kgps/unique_prompts
         self._observed: np.ndarray | None = None  # bool (N,): prompts with at least one scored rollout
         self._observed_count = 0
         self._predictions: deque[np.ndarray] = deque()  # sigmoid(m) of each pending batch, when it was chosen
@@ -229,6 +231,7 @@ class KGPSCallback(TrainerCallback):
             seed=trainer.args.seed,
         )
         self.sampler.on_new_batch = self._on_new_batch
+        self._recent = RecentBatches(len(dataset), self.sampler.batches_per_epoch)
         self._observed = np.zeros(len(dataset), dtype=bool)
         self._observed_count = 0
         self.rule = SuccessRule(
@@ -264,7 +267,11 @@ class KGPSCallback(TrainerCallback):
             fingerprint(batch, selector.predicted_success(batch)),
             self.trainer.accelerator.device,
         )
-        metrics = {"kgps/lag": lag}
+        metrics = {
+            "kgps/lag": lag,
+            "kgps/repeats": self._recent.add(batch),
+            "kgps/unique_prompts": self._recent.unique_prompts,
+        }
         if self.sampler.batches_chosen > self.sampler.warmup_batches:  # chosen by the selector, not the warmup
             metrics["kgps/select_ms"] = 1e3 * self.sampler.last_select_seconds
         self._log(metrics)
@@ -290,6 +297,7 @@ class KGPSCallback(TrainerCallback):
         else:
             self.selector.update(batch, s, k)
         self._batches_scored += 1
+        nis = getattr(self.selector, "last_nis", None)
         seen = k > 0
         self._observed_count += int(np.count_nonzero(~self._observed[batch[seen]]))
         self._observed[batch[seen]] = True
@@ -300,6 +308,8 @@ class KGPSCallback(TrainerCallback):
         if seen.any():
             empirical = s[seen] / k[seen]
             metrics["kgps/informative"] = float(np.mean((s[seen] > 0) & (s[seen] < k[seen])))
+            if not warmup and nis is not None:
+                metrics["kgps/nis"] = nis
             if not warmup:
                 metrics["kgps/mae"] = float(np.abs(predicted[seen] - empirical).mean())
                 rho = spearman(predicted[seen], empirical)
@@ -418,6 +428,7 @@ class KGPSCallback(TrainerCallback):
             if observed.shape != (num_prompts,) or predictions.shape != arrays["pending"].shape:
                 raise ValueError("its arrays do not fit together")
             selector_state = checkpoint.unpack_selector(arrays, meta)
+            _check_same_method(selector_state, self.selector)
             sampler_state = {key: arrays[key] for key in ("epoch_batches", "pending", "times_selected")}
             sampler_state["batches_chosen"] = meta["batches_chosen"]
             batches_scored, last_scored = int(meta["batches_scored"]), arrays["last_scored"]
@@ -477,3 +488,25 @@ class KGPSCallback(TrainerCallback):
         if logged is not None:
             for key, value in metrics.items():
                 logged["train"][key].append(value)
+
+
+# Fields that only say how rewards are read or how the norm is measured: a run may resume with other values.
+_RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
+
+
+def _check_same_method(state: dict[str, Any], selector: "PromptSelector") -> None:
+    """Raises if a saved KGPS state was written with a selection method other than `selector`'s config."""
+    if "config" not in state or not isinstance(selector, KGPSSelector):
+        return
+    saved = dataclasses.asdict(KGPSSelector._init_arguments(state)["config"])
+    current = dataclasses.asdict(selector.config)
+    differ = sorted(name for name in current if name not in _RESUMABLE_FIELDS and saved.get(name) != current[name])
+    if differ:
+        changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
+        hint = (
+            "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
+            "method was the paper's"
+            if state.get("version") == 1
+            else "pass the KGPSConfig it was saved with"
+        )
+        raise ValueError(f"it was saved with {changes}, and resuming with another method would mix two: {hint}")

@@ -5,6 +5,23 @@ from dataclasses import dataclass, field
 
 
 UTILITIES = ("posterior", "point")
+OBSERVATIONS = ("binomial", "logit")
+OBJECTIVES = ("mixed", "variance")
+SELECTIONS = ("sample", "top", "thompson")
+
+# What `KGPSConfig.paper()` sets: the paper's method, exactly as published (App. B and Algorithm 1).
+PAPER = {
+    "initial_variance": 1.0,
+    "warmup_epochs": 1,
+    "observation": "logit",
+    "objective": "variance",
+    "selection": "top",
+    "selection_temperature": 1.0,
+    "candidates": 0.0,
+    "candidate_pass": False,
+    "process_noise_adaptation": 0.0,
+    "shared_drift": 0.0,
+}
 
 
 @dataclass
@@ -36,18 +53,91 @@ class KGPSConfig:
         },
     )
     initial_variance: float = field(
-        default=1.0,
+        default=4.0,
         metadata={
-            "help": "Initial logit variance P0 of every prompt, set again when its warmup observation arrives "
-            "(paper App. B: 1.0)."
+            "help": "Logit variance P0 of every prompt before its first observation, set again when its warmup "
+            "observation arrives (paper App. B: 1.0). The default 4 (a standard deviation of 2 logits: success "
+            "rates from 0.02 to 0.98 within two of them) lets one group's outcome move a prompt's belief far."
         },
     )
     warmup_epochs: int = field(
-        default=1,
+        default=0,
         metadata={
             "help": "Epochs of uniform prompt sampling that initialise each prompt's logit mean before KGPS starts "
-            "selecting (prompt-selection warmup, unrelated to learning-rate warmup). 0 is the paper's 'w/o warmup' "
-            "ablation: every prompt starts at mean 0, variance initial_variance."
+            "selecting (prompt-selection warmup, unrelated to learning-rate warmup). The paper uses 1; 0 (the "
+            "default) selects from the first batch, every prompt starting at mean 0, variance initial_variance."
+        },
+    )
+    observation: str = field(
+        default="binomial",
+        metadata={
+            "help": "How a group's s successes in k rollouts update a prompt's belief: 'binomial' matches the "
+            "moments of the exact posterior N(m, P) x Binomial(s | k, sigmoid(psi)); 'logit' is the paper's Kalman "
+            "update on logit(clip(s/k)) with R = 1 / (k p (1 - p)).",
+            "choices": list(OBSERVATIONS),
+        },
+    )
+    objective: str = field(
+        default="variance",
+        metadata={
+            "help": "What a prompt's score is the posterior expectation of: 'variance' is the paper's p(1 - p); "
+            "'mixed' is the probability 1 - p^k - (1-p)^k that a group of k rollouts is mixed (GRPO learns only "
+            "from those).",
+            "choices": list(OBJECTIVES),
+        },
+    )
+    selection: str = field(
+        default="sample",
+        metadata={
+            "help": "How a batch is chosen from the scored candidates: 'sample' draws without replacement in "
+            "proportion to the scores; 'top' takes the best (the paper); 'thompson' draws one logit per candidate "
+            "from its belief and takes the best scores of those draws.",
+            "choices": list(SELECTIONS),
+        },
+    )
+    selection_temperature: float = field(
+        default=0.5,
+        metadata={
+            "help": "selection='sample' draws each prompt with probability proportional to score ** (1 / "
+            "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 flatter."
+        },
+    )
+    candidates: float = field(
+        default=16.0,
+        metadata={
+            "help": "Candidates per batch, as a multiple of the batch size B: each batch is chosen among "
+            "ceil(candidates * B) prompts drawn at random (see candidate_pass), so that a round costs "
+            "O(candidates * B) whatever the dataset's size. 0 chooses among all prompts every round (the paper)."
+        },
+    )
+    candidate_pass: bool = field(
+        default=False,
+        metadata={
+            "help": "Deal the candidates from seeded passes over the dataset, so that every prompt is a candidate "
+            "once a pass (coverage), instead of drawing them at random each round."
+        },
+    )
+    process_noise_adaptation: float = field(
+        default=0.0,
+        metadata={
+            "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
+            "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the filter's "
+            "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper)."
+        },
+    )
+    shared_drift: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of each batch's mean surprise (posterior minus prior logit mean, averaged over its "
+            "prompts) added to every prompt's mean, so that prompts not seen for a while follow the policy's "
+            "overall progress. 0 is off (the paper)."
+        },
+    )
+    group_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "k in the 'mixed' objective. Unset: the rollouts per prompt of the latest observation "
+            "(TRL's num_generations), 8 before the first."
         },
     )
     process_noise_power: float = field(
@@ -151,12 +241,62 @@ class KGPSConfig:
                 f"delta_norm_sample must lie in (0, 1], got {self.delta_norm_sample!r}: use 1 for the exact norm or "
                 "a fraction such as 0.01 to save memory."
             )
+        for name, choices in (
+            ("observation", OBSERVATIONS),
+            ("objective", OBJECTIVES),
+            ("selection", SELECTIONS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(
+                    f"{name} must be one of {choices}, got {getattr(self, name)!r}: use one of those (KGPSConfig() "
+                    "holds the measured default, KGPSConfig.paper() the paper's choices)."
+                )
+        _check_real(
+            "selection_temperature", self.selection_temperature, minimum=0.0, strict=True, fix="use a positive value such as 1"
+        )
+        _check_real(
+            "candidates",
+            self.candidates,
+            minimum=0.0,
+            fix="use a multiple of the batch size such as 4, or 0 to choose among all prompts",
+        )
+        if 0 < self.candidates < 1:
+            raise ValueError(
+                f"candidates must be 0 or at least 1 (a multiple of the batch size), got {self.candidates!r}: "
+                "use e.g. 4, or 0 to choose among all prompts."
+            )
+        _check_real(
+            "process_noise_adaptation",
+            self.process_noise_adaptation,
+            minimum=0.0,
+            fix="use 0 to keep gamma fixed, or a small step size such as 0.05",
+        )
+        _check_real("shared_drift", self.shared_drift, minimum=0.0, fix="use 0 (off) or a share such as 0.1")
+        if self.group_size is not None:
+            _check_int("group_size", self.group_size, minimum=1, fix="use TRL's num_generations, or None")
         _check_int(
             "quadrature_points",
             self.quadrature_points,
             minimum=2,
             fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
         )
+
+
+    @classmethod
+    def paper(cls, **overrides) -> "KGPSConfig":
+        """
+        The paper's method, exactly (App. B, Algorithm 1): one uniform warmup epoch, the Kalman update on
+        logit(s/k), the posterior-expected p(1-p), the top-B over all prompts and a fixed gamma. `overrides` set any other field (e.g. `gamma=0.05`) or undo one of these choices.
+
+        Example:
+
+        ```python
+        >>> from trl_kgps import KGPSConfig
+        >>> KGPSConfig.paper().selection, KGPSConfig.paper(warmup_epochs=0).warmup_epochs
+        ('top', 0)
+        ```
+        """
+        return cls(**{**PAPER, **overrides})
 
 
 def _check_real(name: str, value, *, minimum: float, fix: str, strict: bool = False) -> None:

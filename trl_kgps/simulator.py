@@ -43,6 +43,7 @@ import numpy as np
 from ._metrics import spearman
 from .config import KGPSConfig
 from .selectors import SELECTORS
+from .variants import VARIANTS
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ SCENARIOS = {
     "cpu": CPU,
 }
 
-METHODS = ("kgps", "kgps_point", "kgps_fixed_q", "mopps", "greso", "uniform", "ds", "oracle", "oracle_greedy")
+METHODS = (*VARIANTS, "mopps", "greso", "uniform", "ds", "oracle", "oracle_greedy")
 
 
 @dataclass
@@ -131,8 +132,6 @@ class Trace:
     level_success: list[list[float]] = field(default_factory=list)
 
 
-# The paper's ablations: the utility at the mean only, and a constant process noise (its usual size here).
-ABLATIONS = {"kgps_point": KGPSConfig(utility="point"), "kgps_fixed_q": KGPSConfig(fixed_process_noise=0.005)}
 
 
 def oracle_batch(
@@ -175,8 +174,8 @@ class _Oracle:
 
 def _selector(method: str, num_prompts: int, seed: int):
     """DS draws its candidates in TRL's order: a uniform selector."""
-    if method in ABLATIONS:
-        return SELECTORS["kgps"](num_prompts, ABLATIONS[method], seed)
+    if method in VARIANTS:
+        return SELECTORS["kgps"](num_prompts, VARIANTS[method], seed)
     return SELECTORS["uniform" if method == "ds" else method](num_prompts, KGPSConfig(), seed)
 
 
@@ -195,6 +194,8 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
     else:
         psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
     oracle = method.startswith("oracle")
+    # The oracles, and KGPS configured without a warmup, select from the first step.
+    no_warmup = oracle or (method in VARIANTS and VARIANTS[method].warmup_epochs == 0)
     if oracle:
         selector = _Oracle(psi, k, seed, greedy=method == "oracle_greedy")
     else:
@@ -207,7 +208,7 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         times_trained = np.zeros(scenario.num_prompts)
         _record_levels(trace, psi, heldout, level)
     for t in range(total):
-        if t < warmup and not oracle:
+        if t < warmup and not no_warmup:
             batch = order[t * B : (t + 1) * B]
             s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
             spent += B * k
@@ -257,8 +258,9 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         psi += eta * step
         if scenario.level_means:
             _record_levels(trace, psi, heldout, level)
-        if t >= warmup:
+        if t >= warmup or no_warmup:
             selector.predict(scenario.norm_scale * eta)
+        if t >= warmup:
             trace.rollouts.append(spent)
             trace.success.append(float(np.mean(1 / (1 + np.exp(-psi)))))
             trace.coverage.append(float(seen.mean()))

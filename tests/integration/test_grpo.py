@@ -11,6 +11,7 @@ from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
 trl = pytest.importorskip("trl")
 
 
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig()], ids=["paper", "default"])
 @pytest.mark.parametrize(
     "args, lag",
     [
@@ -20,14 +21,17 @@ trl = pytest.importorskip("trl")
     ],
     ids=["lag1", "lag0", "lag2-workers"],
 )
-def test_selector_state_equals_a_reference_filter_fed_the_same_rewards(tmp_path, model, tokenizer, args, lag):
-    trainer, kgps, events = train(tmp_path, model, tokenizer, **args)
+def test_selector_state_equals_a_reference_filter_fed_the_same_rewards(tmp_path, model, tokenizer, args, lag, config):
+    """The paper's reference is Algorithm 1 written apart (tests/unit/reference.py checks the vectorised filter
+    against it); the default's is a standalone `KGPSSelector` fed the logged rewards, whose updates
+    tests/unit/test_default_selector.py checks against scipy."""
+    trainer, kgps, events = train(tmp_path, model, tokenizer, config=config, **args)
     sampler = kgps.sampler
     assert kgps.selector is sampler.selector and isinstance(kgps.selector, KGPSSelector)
     scored = [e for e in events if e[0] == "scored"]
     assert len(scored) > sampler.warmup_batches, "the run never left warmup"
 
-    reference = replay(events, 16, sampler.warmup_batches)
+    reference = replay(events, 16, sampler.warmup_batches, config)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
 
@@ -36,7 +40,7 @@ def test_selector_state_equals_a_reference_filter_fed_the_same_rewards(tmp_path,
 
 def test_every_scored_completion_is_attributed_to_its_dataset_index(tmp_path, model, tokenizer):
     chosen = []
-    _, kgps, events = train(tmp_path, model, tokenizer, max_steps=16)
+    _, kgps, events = train(tmp_path, model, tokenizer, max_steps=16, config=KGPSConfig.paper())
     # The reward function received the dataset's own "idx" column: each group of 4 completions is one prompt,
     # and the groups, in order, are the batches the sampler chose.
     scored = [np.asarray(e[1]) for e in events if e[0] == "scored"]
@@ -54,13 +58,26 @@ def test_pending_prompts_are_never_selected(tmp_path, model, tokenizer):
         assert not np.intersect1d(earlier, later).size
 
 
-def test_metrics_reach_the_trainer_logs(tmp_path, model, tokenizer):
-    trainer, _, _ = train(tmp_path, model, tokenizer, max_steps=20)
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig()], ids=["paper", "default"])
+def test_metrics_reach_the_trainer_logs(tmp_path, model, tokenizer, config):
+    trainer, _, _ = train(tmp_path, model, tokenizer, max_steps=20, config=config)
     logged = set().union(*(entry.keys() for entry in trainer.state.log_history))
-    for key in ("kgps/mae", "kgps/informative", "kgps/coverage", "kgps/lag", "kgps/delta_norm", "kgps/process_noise"):
+    for key in (
+        "kgps/mae",
+        "kgps/informative",
+        "kgps/coverage",
+        "kgps/lag",
+        "kgps/delta_norm",
+        "kgps/process_noise",
+        "kgps/nis",
+        "kgps/repeats",
+        "kgps/unique_prompts",
+    ):
         assert key in logged, key
     coverage = [entry["kgps/coverage"] for entry in trainer.state.log_history if "kgps/coverage" in entry]
-    assert coverage[-1] == 1.0
+    assert np.all(np.diff(coverage) >= 0) and coverage[-1] == (1.0 if config.warmup_epochs else coverage[-1])
+    unique = [entry["kgps/unique_prompts"] for entry in trainer.state.log_history if "kgps/unique_prompts" in entry]
+    assert 0 < max(unique) <= 16
 
 
 def test_explicit_attach_is_equivalent(tmp_path, model, tokenizer):
@@ -125,7 +142,8 @@ def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokeni
 
 
 def test_delta_norm_matches_full_precision_copies(tmp_path, model, tokenizer):
-    trainer, kgps, events = train(tmp_path, model, tokenizer, max_steps=6, learning_rate=1e-6)
+    # The paper's warmup: its first batches are a permutation, with mixed groups and so nonzero updates.
+    trainer, kgps, events = train(tmp_path, model, tokenizer, max_steps=6, learning_rate=1e-6, config=KGPSConfig.paper())
     oracle = [e[1] for e in events if e[0] == "norm"]
     logged = [entry["kgps/delta_norm"] for entry in trainer.state.log_history if "kgps/delta_norm" in entry]
     assert len(oracle) == len(logged) == 6 and min(oracle) > 0

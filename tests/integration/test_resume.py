@@ -1,5 +1,8 @@
 """Resuming from a checkpoint continues the very run that was interrupted: same prompts, same posterior."""
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
@@ -9,6 +12,9 @@ from trl_kgps import KGPSCallback, KGPSConfig
 
 trl = pytest.importorskip("trl")
 
+OLD_RUN = Path(__file__).parents[1] / "data" / "trl_kgps_0.1_run"
+PAPER = KGPSConfig.paper()
+
 # (prompts, trainer arguments): lag 1 with two prompts a batch, lag 0 with four prompts a batch spanning two steps.
 CONFIGS = {
     "lag1": (6, dict(per_device_train_batch_size=8)),
@@ -16,8 +22,8 @@ CONFIGS = {
 }
 
 
-def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selector=None):
-    kgps = SpyKGPS(KGPSConfig(), selector=selector)
+def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selector=None, config=None):
+    kgps = SpyKGPS(config or KGPSConfig(), selector=selector)
     callbacks = [kgps] + ([StopAt(stop_at)] if stop_at else [])
     trainer = trl.GRPOTrainer(
         model=build_model(len(tokenizer)),
@@ -32,15 +38,24 @@ def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selec
 
 
 @pytest.mark.parametrize(
-    "name, selector", [("lag1", None), ("lag0", None), ("lag1", "mopps"), ("lag1", "greso"), ("lag1", "uniform")]
+    "name, selector, config",
+    [
+        ("lag1", None, None),
+        ("lag0", None, None),
+        ("lag1", None, KGPSConfig.paper()),
+        ("lag0", None, KGPSConfig.paper()),
+        ("lag1", "mopps", None),
+        ("lag1", "greso", None),
+        ("lag1", "uniform", None),
+    ],
 )
-def test_resume_continues_exactly(tmp_path, tokenizer, name, selector):
+def test_resume_continues_exactly(tmp_path, tokenizer, name, selector, config):
     num_prompts, args = CONFIGS[name]
-    straight = run(tmp_path / "straight", tokenizer, num_prompts, args, selector=selector)
-    first = run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=4, selector=selector)
+    straight = run(tmp_path / "straight", tokenizer, num_prompts, args, selector=selector, config=config)
+    first = run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=4, selector=selector, config=config)
     assert (tmp_path / "split" / "checkpoint-4" / "kgps_state.npz").exists()
     checkpoint = str(tmp_path / "split" / "checkpoint-4")
-    second = run(tmp_path / "split", tokenizer, num_prompts, args, resume=checkpoint, selector=selector)
+    second = run(tmp_path / "split", tokenizer, num_prompts, args, resume=checkpoint, selector=selector, config=config)
 
     resumed = first.batches + second.batches
     assert len(straight.batches) > first.sampler.warmup_batches, "the run never left warmup"
@@ -53,6 +68,24 @@ def test_resume_continues_exactly(tmp_path, tokenizer, name, selector):
     if selector is None:
         np.testing.assert_array_equal(second.selector.mean, straight.selector.mean)
         np.testing.assert_array_equal(second.selector.variance, straight.selector.variance)
+        resumed_state, straight_state = second.selector.state_dict(), straight.selector.state_dict()
+        for key in ("rng_state", "pass_order", "pass_position", "gamma_scale", "drift", "last_nis"):
+            np.testing.assert_equal(resumed_state[key], straight_state[key], err_msg=key)
+
+
+def test_a_checkpoint_written_by_trl_kgps_0_1_resumes_exactly_with_the_paper_preset(tmp_path, tokenizer):
+    shutil.copytree(OLD_RUN / "checkpoint-4", tmp_path / "checkpoint-4")
+    resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), config=PAPER)
+    with np.load(OLD_RUN / "straight.npz") as straight:
+        assert resumed.batches == straight["batches"][-len(resumed.batches) :].tolist()
+        np.testing.assert_array_equal(resumed.selector.mean, straight["mean"])
+        np.testing.assert_array_equal(resumed.selector.variance, straight["variance"])
+
+
+def test_a_checkpoint_written_by_trl_kgps_0_1_is_refused_with_the_default_naming_the_preset(tmp_path, tokenizer):
+    shutil.copytree(OLD_RUN / "checkpoint-4", tmp_path / "checkpoint-4")
+    with pytest.raises(ValueError, match=r"KGPSConfig\.paper\(\).*state version 1"):
+        run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
 
 
 def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path, tokenizer):

@@ -5,15 +5,35 @@ import pytest
 from trl_kgps import KGPSConfig
 
 
-def test_defaults_are_the_papers():
-    config = KGPSConfig()
+def test_the_paper_preset_holds_the_papers_hyperparameters():
+    config = KGPSConfig.paper()
     assert config.gamma == 0.1
-    assert config.initial_variance == 1.0
+    assert config.initial_variance == KGPSConfig().initial_variance
     assert config.warmup_epochs == 1
     assert config.process_noise_power == 1.0
     assert config.fixed_process_noise is None
     assert config.utility == "posterior"
     assert config.quadrature_points == 5
+    assert (config.observation, config.objective, config.selection) == ("logit", "variance", "top")
+    assert config.candidates == 0 and config.process_noise_adaptation == 0
+
+
+def test_paper_overrides_apply_on_top_of_the_preset():
+    config = KGPSConfig.paper(warmup_epochs=0, gamma=0.05)
+    assert (config.warmup_epochs, config.gamma, config.selection) == (0, 0.05, "top")
+
+
+def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
+    default, paper = dataclasses.asdict(KGPSConfig()), dataclasses.asdict(KGPSConfig.paper())
+    changed = {name for name in default if default[name] != paper[name]}
+    assert changed == {
+        "initial_variance",
+        "warmup_epochs",
+        "observation",
+        "selection",
+        "selection_temperature",
+        "candidates",
+    }
 
 
 def test_every_field_has_help_text():
@@ -37,6 +57,13 @@ def test_every_field_has_help_text():
         ("fixed_process_noise", -0.01),
         ("fixed_process_noise", float("nan")),
         ("utility", "mean"),
+        ("observation", "gaussian"),
+        ("objective", "entropy"),
+        ("selection", "greedy"),
+        ("candidates", -1.0),
+        ("candidates", 0.5),
+        ("process_noise_adaptation", -0.1),
+        ("group_size", 0),
         ("quadrature_points", 1),
         ("quadrature_points", 5.0),
         ("success_reward", ""),
@@ -82,7 +109,7 @@ def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
         ]
     )
     assert (kgps.gamma, kgps.utility, kgps.fixed_process_noise) == (0.2, "point", 0.05)
-    assert kgps.initial_variance == 1.0
+    assert kgps.initial_variance == KGPSConfig().initial_variance
     assert grpo.output_dir == str(tmp_path)
     with pytest.raises(SystemExit):
         parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--use_cpu", "--utility", "mean"])

@@ -8,7 +8,7 @@ from trl_kgps import KGPSConfig, KGPSSelector
 
 
 def warmed_up(N, rng, config=None, seed=0, k=8):
-    selector = KGPSSelector(N, config, seed=seed)
+    selector = KGPSSelector(N, config or KGPSConfig.paper(), seed=seed)
     selector.initialize(np.arange(N), rng.binomial(k, rng.uniform(size=N)), np.full(N, k))
     return selector
 
@@ -39,7 +39,9 @@ def run_rounds(selector, rng, rounds, batch_size=16, lag=1, norm_scale=0.3):
     return history
 
 
-@pytest.mark.parametrize("config", [KGPSConfig(), KGPSConfig(utility="point"), KGPSConfig(gamma=0.0)])
+@pytest.mark.parametrize(
+    "config", [KGPSConfig.paper(), KGPSConfig.paper(utility="point"), KGPSConfig.paper(gamma=0.0)]
+)
 @pytest.mark.parametrize("lag", [0, 1, 2])
 def test_every_round_is_an_exact_top_b(config, lag, rng):
     selector = warmed_up(2000, rng, config)
@@ -55,7 +57,7 @@ def test_every_round_is_an_exact_top_b(config, lag, rng):
             selector.update(done, rng.binomial(8, 0.5, done.size), np.full(done.size, 8))
 
 
-@pytest.mark.parametrize("config", [KGPSConfig(), KGPSConfig(utility="point")])
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig.paper(utility="point")])
 def test_incremental_ranking_returns_what_rescoring_everything_returns(config, rng):
     """
     A selector whose cached bounds are dropped every round (by a state round trip) selects identically. Confident
@@ -94,7 +96,7 @@ def test_a_rising_score_overtakes_the_cached_leaders():
     The cached bounds must let Y in; a rate 16 % below the proven 1/48 would not.
     """
     B = 8
-    selector = KGPSSelector(2 * B)
+    selector = KGPSSelector(2 * B, KGPSConfig.paper())
     state = selector.state_dict()
     state["mean"] = np.repeat(np.float32([2.5, 2.36]), B)
     state["variance_base"] = np.repeat(np.float32([0.5, 1e-4]), B)
@@ -109,7 +111,7 @@ def test_ties_are_broken_at_random_not_by_index():
     N, B, seeds = 50, 5, 4000
     counts = np.zeros(N)
     for seed in range(seeds):
-        counts[KGPSSelector(N, KGPSConfig(warmup_epochs=0), seed=seed).select(B)] += 1
+        counts[KGPSSelector(N, KGPSConfig.paper(warmup_epochs=0), seed=seed).select(B)] += 1
     assert stats.chisquare(counts).pvalue > 1e-3
     assert abs(counts[: N // 2].sum() - counts[N // 2 :].sum()) < 0.1 * counts.sum()
 
@@ -135,7 +137,7 @@ def test_same_seed_same_selections_other_seed_other_selections(rng):
 
 
 def test_exclude_keeps_prompts_out_and_can_leave_exactly_batch_size():
-    selector = KGPSSelector(10, KGPSConfig(warmup_epochs=0))
+    selector = KGPSSelector(10, KGPSConfig.paper(warmup_epochs=0))
     batch = selector.select(4, exclude=[0, 1, 2, 3, 4, 5, 5])
     np.testing.assert_array_equal(np.sort(batch), [6, 7, 8, 9])
 

@@ -27,9 +27,15 @@ def test_dynamic_sampling_keeps_only_informative_groups_and_pays_for_it():
 
 
 def test_kgps_tracks_a_static_pool_better_than_the_last_observation():
-    kgps, uniform = simulate("kgps", SCENARIOS["static"], 100), simulate("uniform", SCENARIOS["static"], 100)
+    kgps, uniform = simulate("kgps_paper", SCENARIOS["static"], 100), simulate("uniform", SCENARIOS["static"], 100)
     assert np.mean(kgps.mae_true) < 0.5 * np.mean(uniform.mae_true)
     assert np.mean(kgps.informative_share) > np.mean(uniform.informative_share)
+
+
+def test_the_default_finds_more_informative_groups_than_uniform_without_repeating_batches():
+    kgps, uniform = simulate("kgps", SCENARIOS["static"], 100), simulate("uniform", SCENARIOS["static"], 100)
+    assert np.mean(kgps.informative_share) > np.mean(uniform.informative_share) + 0.05
+    assert np.mean(kgps.repeats) < 0.1
 
 
 def test_summary_has_mean_and_spread_of_every_metric():

@@ -104,10 +104,10 @@ def test_utility_rises_at_most_one_48th_per_unit_of_variance(points):
 
 
 def test_selector_scores_use_the_configured_utility():
-    selector = KGPSSelector(3, KGPSConfig(initial_variance=2.0))
+    selector = KGPSSelector(3, KGPSConfig.paper(initial_variance=2.0))
     selector.initialize([0, 1, 2], [0, 4, 8], [8, 8, 8])
     m = [math.log(1 / 15), 0.0, math.log(15)]
     np.testing.assert_allclose(selector.scores(), [gauss_hermite_utility(v, 2.0) for v in m], rtol=2e-6)
-    point = KGPSSelector(3, KGPSConfig(utility="point"))
+    point = KGPSSelector(3, KGPSConfig.paper(utility="point"))
     point.initialize([0, 1, 2], [0, 4, 8], [8, 8, 8])
     np.testing.assert_allclose(point.scores(), [sigmoid(v) * sigmoid(-v) for v in m], rtol=2e-6)

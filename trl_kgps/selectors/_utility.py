@@ -107,3 +107,36 @@ class Utility:
             np.divide(num, den, out=num)
             np.multiply(num, w_j, out=num)
             np.add(acc, num, out=acc)
+
+
+def mixed_group_probability(psi: np.ndarray, group_size: int) -> np.ndarray:
+    r"""
+    \\(u(\psi) = 1 - \sigma(\psi)^k - (1 - \sigma(\psi))^k\\): the chance that a group of \\(k\\) rollouts holds both a
+    success and a failure — the only groups from which GRPO learns (a unanimous group has zero advantage).
+
+    Computed as \\(1 - e^{-k\,\mathrm{softplus}(-\psi)} - e^{-k\,\mathrm{softplus}(\psi)}\\), accurate for any
+    \\(\psi\\). Shape and float type of `psi`, values in `[0, 1)`.
+    """
+    return -np.expm1(-group_size * np.logaddexp(0.0, -psi)) - np.exp(-group_size * np.logaddexp(0.0, psi))
+
+
+def expected_mixed_group_probability(
+    mean: np.ndarray, variance: np.ndarray, group_size: int, quadrature_points: int | None
+) -> np.ndarray:
+    r"""
+    \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[u(\psi)]\\) by `quadrature_points`-point Gauss–Hermite quadrature, or
+    \\(u(m)\\) when `quadrature_points` is `None`.
+
+    Args:
+        mean, variance (`np.ndarray` of shape `(n,)`): logit means \\(m\\) and variances \\(P\\).
+        group_size (`int`): \\(k\\), rollouts per prompt.
+
+    Returns:
+        `np.ndarray` of shape `(n,)`, float64, in `[0, 1)`.
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    if quadrature_points is None:
+        return mixed_group_probability(mean, group_size)
+    x, w = np.polynomial.hermite.hermgauss(quadrature_points)
+    nodes = mean[:, None] + np.sqrt(2.0 * np.maximum(np.asarray(variance, dtype=np.float64), 0.0))[:, None] * x
+    return mixed_group_probability(nodes, group_size) @ (w / np.sqrt(np.pi))

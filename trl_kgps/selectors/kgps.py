@@ -4,12 +4,14 @@ posterior-expected utility. Framework-free (numpy only) and vectorised over all 
 """
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..config import KGPSConfig
+from ._binomial import posterior_moments, predictive_moments
 from ._checks import (
     as_batch_size,
     as_delta_norms,
@@ -19,15 +21,28 @@ from ._checks import (
     check_finite_state,
     check_scalar,
 )
+from ._draw import CandidatePass, draw, random_candidates
 from ._ranking import UtilityRanking
-from ._utility import Utility
+from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
 from .base import FromPretrainedMixin
 
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+# The calibrated gamma stays within this factor of the configured one.
+_MAX_GAMMA_SCALE = 1e3
+_DEFAULT_GROUP_SIZE = 8
 # The shared variance offset is folded into the stored variances once it reaches this, which keeps the float32
 # absolute error of every variance below 2^-25 (3e-8).
 _MAX_VARIANCE_OFFSET = 0.25
+
+_VERSION_1_DEFAULTS = {
+    "pass_order": np.empty(0, dtype=np.int64),
+    "pass_position": 0,
+    "gamma_scale": 1.0,
+    "drift": 0.0,
+    "group_size_seen": _DEFAULT_GROUP_SIZE,
+    "last_nis": float("nan"),
+}
 
 ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
 
@@ -86,13 +101,19 @@ class KGPSSelector(FromPretrainedMixin):
         self._mean = np.zeros(self.num_prompts, dtype=np.float32)
         self._variance = np.full(self.num_prompts, config.initial_variance, dtype=np.float32)
         self._offset = 0.0
+        self._drift = 0.0  # the logit shift shared by every prompt (config.shared_drift): m_i = _mean[i] + _drift
         points = config.quadrature_points if config.utility == "posterior" else None
+        self._points = points
         self._utility = Utility(points)
         self._ranking = UtilityRanking(self._utility)
+        self._pass = CandidatePass(num_prompts)
+        self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
+        self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
+        self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
 
     @property
     def mean(self) -> np.ndarray:
-        view = self._mean.view()
+        view = self._mean.view() if self._drift == 0 else self._mean + np.float32(self._drift)
         view.flags.writeable = False
         return view
 
@@ -111,8 +132,14 @@ class KGPSSelector(FromPretrainedMixin):
             trials (`ArrayLike` of shape `(n,)`): scored rollouts \\(k_i\\) of each (`0`: no observation).
         """
         idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
-        self._mean[idx] = _clipped_logit(s, k)
-        self._variance[idx] = self.config.initial_variance - self._offset
+        if self.config.observation == "logit":
+            self._mean[idx] = _clipped_logit(s, k) - self._drift
+            self._variance[idx] = self.config.initial_variance - self._offset
+        else:  # the exact update from the prior N(0, P0)
+            P0 = np.full(idx.size, self.config.initial_variance)
+            mean, variance = posterior_moments(np.zeros(idx.size), P0, s, k)
+            self._mean[idx] = mean - self._drift
+            self._variance[idx] = variance - self._offset
         self._ranking.on_update(idx, self._mean, self._variance, self._offset)
 
     def predict(self, delta_norm: float | ArrayLike) -> None:
@@ -138,7 +165,17 @@ class KGPSSelector(FromPretrainedMixin):
             as_delta_norms(delta_norm)
             return float(self.config.fixed_process_noise)
         norms = as_delta_norms(delta_norm)
-        return float(self.config.gamma * np.sum(norms**self.config.process_noise_power))
+        return float(self.config.gamma * self._gamma_scale * np.sum(norms**self.config.process_noise_power))
+
+    @property
+    def gamma(self) -> float:
+        """The process-noise scale in use: `config.gamma`, times its calibration when `process_noise_adaptation > 0`."""
+        return self.config.gamma * self._gamma_scale
+
+    @property
+    def group_size(self) -> int:
+        """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
+        return self.config.group_size or self._group_size_seen
 
     def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
@@ -156,43 +193,96 @@ class KGPSSelector(FromPretrainedMixin):
             trials (`ArrayLike` of shape `(n,)`): scored rollouts \\(k\\) of each (`0`: no observation).
         """
         idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
-        m = self._mean[idx].astype(np.float64)
+        if idx.size == 0:
+            return
+        m = self._mean[idx].astype(np.float64) + self._drift
         P = self._variance[idx].astype(np.float64) + self._offset
-        delta = 0.5 / k
-        p_tilde = np.minimum(np.maximum(_sigmoid(m), delta), 1.0 - delta)
-        R = 1.0 / (k * p_tilde * (1.0 - p_tilde))
-        y = _clipped_logit(s, k) - m
-        K = P / (P + R)
-        self._mean[idx] = m + K * y
-        self._variance[idx] = (1.0 - K) * P - self._offset
+        predicted, spread = predictive_moments(m, P, k)
+        self.last_nis = float(np.mean((s - predicted) ** 2 / spread))
+        if self.config.observation == "logit":
+            delta = 0.5 / k
+            p_tilde = np.minimum(np.maximum(_sigmoid(m), delta), 1.0 - delta)
+            R = 1.0 / (k * p_tilde * (1.0 - p_tilde))
+            y = _clipped_logit(s, k) - m
+            K = P / (P + R)
+            mean, variance = m + K * y, (1.0 - K) * P
+        else:
+            mean, variance = posterior_moments(m, P, s, k)
+        if self.config.shared_drift > 0:  # every prompt follows a share of the batch's mean surprise
+            self._drift += self.config.shared_drift * float(np.mean(mean - m))
+        self._mean[idx] = mean - self._drift
+        self._variance[idx] = variance - self._offset
         self._ranking.on_update(idx, self._mean, self._variance, self._offset)
+        self._group_size_seen = int(k.max())
+        if self.config.process_noise_adaptation > 0:
+            step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
+            self._gamma_scale = float(np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE))
 
     def scores(self) -> np.ndarray:
         r"""
         The utility of every prompt.
 
         Returns:
-            `np.ndarray` of shape `(N,)`, float32, in `[0, 0.25]`: the Gauss–Hermite posterior expectation of
-            \\(\sigma(\psi)(1 - \sigma(\psi))\\), or its value at the mean with `utility="point"`.
+            `np.ndarray` of shape `(N,)`, float32: the posterior expectation (Gauss–Hermite) of the objective — the
+            chance \\(1 - p^k - (1-p)^k\\) of a mixed group, in `[0, 1)`, or the paper's \\(p(1-p)\\), in
+            `[0, 0.25]` — or its value at the mean with `utility="point"`.
         """
-        return self._ranking.refresh(self._mean, self._variance, self._offset).copy()
+        if self._uses_ranking:
+            return self._ranking.refresh(self._mean, self._variance, self._offset).copy()
+        return self._score(np.arange(self.num_prompts)).astype(np.float32)
+
+    @property
+    def _uses_ranking(self) -> bool:
+        """Whether scores are the paper's, on beliefs that change only where observed (the exact fast top-B)."""
+        return self.config.objective == "variance" and self.config.shared_drift == 0
+
+    def _score(self, indices: np.ndarray) -> np.ndarray:
+        """The objective's posterior expectation for `indices` (float64 of shape `(n,)`)."""
+        m = self._mean[indices] + np.float32(self._drift)
+        P = self._variance[indices].astype(np.float64) + self._offset
+        if self.config.objective == "variance":
+            return self._utility(m, P.astype(np.float32)).astype(np.float64)
+        return expected_mixed_group_probability(m, P, self.group_size, self._points)
+
+    def _thompson_score(self, indices: np.ndarray) -> np.ndarray:
+        r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
+        P = self._variance[indices].astype(np.float64) + self._offset
+        psi = self._mean[indices] + self._drift + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
+        if self.config.objective == "variance":
+            return 1.0 / (2.0 + 2.0 * np.cosh(psi))
+        return mixed_group_probability(psi, self.group_size)
 
     def select(self, batch_size: int, exclude: ArrayLike | None = None) -> np.ndarray:
         """
-        The `batch_size` prompts of largest utility.
+        The next batch: `batch_size` distinct prompts, chosen by `config.selection` among the next
+        `ceil(config.candidates * batch_size)` prompts of a seeded pass over the pool (among all prompts when
+        `candidates=0`).
 
-        Prompts of equal utility are chosen among, and ordered, by the seeded generator, never by their index.
+        With the paper's rule (`selection="top"`, `candidates=0`) these are the prompts of largest utility. Prompts
+        of equal utility are chosen among, and ordered, by the seeded generator, never by their index.
 
         Args:
             batch_size (`int`): `B`.
             exclude (`ArrayLike`, *optional*): prompts that may not be selected (e.g. still awaiting rewards).
 
         Returns:
-            `np.ndarray` of shape `(B,)`, int64: distinct prompt indices, by decreasing utility.
+            `np.ndarray` of shape `(B,)`, int64: distinct prompt indices.
         """
         excluded = np.unique(as_index_array("exclude", [] if exclude is None else exclude, self.num_prompts))
         batch_size = as_batch_size(batch_size, self.num_prompts - excluded.size)
-        return self._ranking.select(self._mean, self._variance, self._offset, batch_size, excluded, self._rng)
+        config = self.config
+        if config.selection == "top" and config.candidates == 0 and self._uses_ranking:
+            return self._ranking.select(self._mean, self._variance, self._offset, batch_size, excluded, self._rng)
+        count = math.ceil(config.candidates * batch_size)
+        if config.candidates > 0 and config.candidate_pass:
+            pool = self._pass.next(count, excluded, self._rng)
+        elif config.candidates > 0:
+            pool = random_candidates(self.num_prompts, count, excluded, self._rng)
+        else:
+            pool = np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
+        if config.selection == "thompson":
+            return draw(pool, self._thompson_score(pool), batch_size, "top", self._rng)
+        return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
 
     def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
         r"""
@@ -205,9 +295,9 @@ class KGPSSelector(FromPretrainedMixin):
             `np.ndarray` of shape `(n,)` (or `(N,)`), float64, in `(0, 1)`.
         """
         if indices is None:
-            return _sigmoid(self._mean.astype(np.float64))
+            return _sigmoid(self._mean.astype(np.float64) + self._drift)
         idx = as_index_array("indices", indices, self.num_prompts)
-        return _sigmoid(self._mean[idx].astype(np.float64))
+        return _sigmoid(self._mean[idx].astype(np.float64) + self._drift)
 
     def state_dict(self) -> dict[str, Any]:
         """
@@ -224,6 +314,11 @@ class KGPSSelector(FromPretrainedMixin):
             "variance_base": self._variance.copy(),
             "variance_offset": self._offset,
             "rng_state": self._rng.bit_generator.state,
+            **self._pass.state_dict(),
+            "gamma_scale": self._gamma_scale,
+            "drift": self._drift,
+            "group_size_seen": self._group_size_seen,
+            "last_nis": self.last_nis,
             "config": dataclasses.asdict(self.config),
             "seed": self.seed,
         }
@@ -240,11 +335,13 @@ class KGPSSelector(FromPretrainedMixin):
         missing = {"version", "num_prompts", "mean", "variance_base", "variance_offset", "rng_state"} - state.keys()
         if missing:
             raise ValueError(f"state is missing {sorted(missing)}; it was not written by KGPSSelector.state_dict().")
-        if state["version"] != STATE_VERSION:
+        if state["version"] not in (1, STATE_VERSION):
             raise ValueError(
-                f"state has version {state['version']!r}, but this trl-kgps reads version {STATE_VERSION}. Load it "
-                "with the trl-kgps release that saved it."
+                f"state has version {state['version']!r}, but this trl-kgps reads versions 1 and {STATE_VERSION}. "
+                "Load it with the trl-kgps release that saved it."
             )
+        # Version 1 (trl-kgps <= 0.3) had only the paper's selector: no pass, no calibration.
+        state = {**_VERSION_1_DEFAULTS, **state}
         if state["num_prompts"] != self.num_prompts:
             raise ValueError(
                 f"state is for {state['num_prompts']!r} prompts, but this selector has {self.num_prompts}. Load a "
@@ -260,12 +357,26 @@ class KGPSSelector(FromPretrainedMixin):
             rng.bit_generator.state = state["rng_state"]
         except (TypeError, ValueError, KeyError) as error:
             raise ValueError(f"state['rng_state'] is not a PCG64 generator state ({error}).") from None
+        gamma_scale = check_scalar("gamma_scale", state["gamma_scale"])
+        if not 1 / _MAX_GAMMA_SCALE <= gamma_scale <= _MAX_GAMMA_SCALE:
+            raise ValueError(f"state['gamma_scale']={gamma_scale} is outside [1e-3, 1e3]; it is corrupted.")
+        group_size_seen = int(state["group_size_seen"])
+        if group_size_seen < 1:
+            raise ValueError(f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted.")
+        candidate_pass = CandidatePass(self.num_prompts)
+        candidate_pass.load_state_dict(state)
         self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
+        self._pass, self._gamma_scale, self._group_size_seen = candidate_pass, gamma_scale, group_size_seen
+        self._drift = check_scalar("drift", state["drift"])
+        self.last_nis = float(state["last_nis"])
         self._ranking.invalidate()
 
     @classmethod
     def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
-        return {"num_prompts": state["num_prompts"], "config": KGPSConfig(**state["config"]), "seed": state["seed"]}
+        saved = state["config"]
+        # A version-1 state was saved by the paper's selector, before the fields it lacks existed.
+        config = KGPSConfig.paper(**saved) if state.get("version") == 1 else KGPSConfig(**saved)
+        return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"

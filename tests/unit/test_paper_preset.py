@@ -1,0 +1,25 @@
+"""`KGPSConfig.paper()` is the selector trl-kgps shipped before its default changed, bit for bit."""
+
+from pathlib import Path
+
+import numpy as np
+from paper_trajectory import paper_trajectory
+
+from trl_kgps import KGPSConfig, KGPSSelector
+
+
+RECORDED = Path(__file__).parents[1] / "data" / "paper_trajectory.npz"
+
+
+def test_the_paper_preset_replays_the_recorded_run_bit_for_bit():
+    replay = paper_trajectory(KGPSSelector, KGPSConfig.paper())
+    with np.load(RECORDED) as recorded:
+        assert set(recorded.files) == set(replay)
+        for name in recorded.files:
+            np.testing.assert_array_equal(replay[name], recorded[name], err_msg=name)
+
+
+def test_the_default_is_not_the_paper():
+    replay = paper_trajectory(KGPSSelector, KGPSConfig())
+    with np.load(RECORDED) as recorded:
+        assert not np.array_equal(replay["selections"], recorded["selections"])

@@ -1,0 +1,116 @@
+"""
+How KGPS's default turns scores into a batch: candidates from a pass over the data, then a draw among them.
+
+- `CandidatePass` deals the prompts out in a seeded random order, `C` at a time, and starts a new order when one is
+  used up: every prompt is a candidate exactly once per pass, whatever its score (coverage). A pass costs one
+  permutation of `N` (amortised over `N / C` rounds); a round costs `O(C)`, whatever `N`.
+- `draw` chooses `B` of the candidates: `"sample"` draws them without replacement with probabilities proportional
+  to their scores (Gumbel top-k: the `B` largest `log(score) + Gumbel noise`), `"top"` takes the `B` best (ties in
+  random order).
+"""
+
+from typing import Any
+
+import numpy as np
+
+
+SELECTIONS = ("top", "sample", "thompson")
+
+
+class CandidatePass:
+    """
+    Successive slices of seeded random permutations of `0 .. num_prompts - 1`.
+
+    Args:
+        num_prompts (`int`): `N`.
+    """
+
+    def __init__(self, num_prompts: int):
+        self.num_prompts = num_prompts
+        self.order = np.empty(0, dtype=np.int64)  # the current pass's permutation (empty before the first)
+        self.position = 0  # how much of it has been dealt
+
+    def next(self, count: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """
+        The next `count` candidates, distinct and none of `excluded` (sorted, unique); fewer only when fewer than
+        `count` prompts are not excluded. Excluded prompts met on the way are passed over for this pass.
+        """
+        count = min(count, self.num_prompts - excluded.size)
+        chosen: list[np.ndarray] = []
+        taken = 0
+        while taken < count:
+            if self.position >= self.order.size:
+                self.order = rng.permutation(self.num_prompts)
+                self.position = 0
+            end = min(self.position + (count - taken), self.order.size)
+            piece = self.order[self.position : end]
+            self.position = end
+            keep = ~_isin_sorted(piece, excluded)
+            if chosen:  # across a pass boundary the new pass may deal a prompt the old one just dealt
+                keep &= ~np.isin(piece, np.concatenate(chosen))
+            piece = piece[keep]
+            chosen.append(piece)
+            taken += piece.size
+        return np.concatenate(chosen) if chosen else np.empty(0, dtype=np.int64)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pass_order": self.order.copy(), "pass_position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        order = np.asarray(state["pass_order"])
+        position = int(state["pass_position"])
+        if order.size and (
+            order.shape != (self.num_prompts,)
+            or order.dtype.kind not in "iu"
+            or not np.array_equal(np.sort(order), np.arange(self.num_prompts))
+        ):
+            raise ValueError(f"state['pass_order'] is not a permutation of {self.num_prompts} prompts; it is corrupted.")
+        if not 0 <= position <= order.size:
+            raise ValueError(f"state['pass_position']={position} lies outside its pass of {order.size} prompts.")
+        self.order, self.position = order.astype(np.int64), position
+
+
+def random_candidates(num_prompts: int, count: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """
+    `min(count, N - len(excluded))` distinct prompts drawn uniformly at random, none of `excluded` (sorted, unique),
+    in `O(count + len(excluded))`.
+    """
+    count = min(count, num_prompts - excluded.size)
+    pool = rng.choice(num_prompts, min(num_prompts, count + excluded.size), replace=False)
+    return pool[~_isin_sorted(pool, excluded)][:count]
+
+
+def draw(
+    candidates: np.ndarray,
+    scores: np.ndarray,
+    batch_size: int,
+    rule: str,
+    rng: np.random.Generator,
+    temperature: float = 1.0,
+) -> np.ndarray:
+    """
+    `batch_size` distinct entries of `candidates` (shape `(C,)`), by their `scores` (shape `(C,)`, non-negative).
+
+    `"sample"`: without replacement, each draw proportional to the scores left raised to `1 / temperature` (Gumbel
+    top-k: the `batch_size` largest `log(score) / temperature + Gumbel noise`). Prompts of score 0
+    come last, in random order. `"top"` (and `"thompson"`, whose scores are already random): the largest scores,
+    ties in random order.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if rule == "sample":
+        with np.errstate(divide="ignore"):
+            key = np.log(scores) / temperature + rng.gumbel(size=scores.size)
+        key[~np.isfinite(key)] = -np.inf
+        # zero scores: below every positive one, random among themselves
+        tie = rng.random(scores.size)
+        order = np.lexsort((-tie, -key))
+    else:
+        order = np.lexsort((rng.random(scores.size), -scores))
+    return candidates[order[:batch_size]]
+
+
+def _isin_sorted(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    if sorted_unique.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    position = np.minimum(np.searchsorted(sorted_unique, values), sorted_unique.size - 1)
+    return sorted_unique[position] == values
