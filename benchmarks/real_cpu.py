@@ -54,11 +54,11 @@ from transformers import TrainerCallback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
-from trl_kgps.variants import VARIANTS  # noqa: E402
 from trl_kgps._plots import pyplot  # noqa: E402
 from trl_kgps.simulator import oracle_batch  # noqa: E402
 from trl_kgps.tasks import arithmetic, sharpening, tiny  # noqa: E402
 from trl_kgps.tasks.evaluation import answer_probabilities, success_rates  # noqa: E402
+from trl_kgps.variants import VARIANTS  # noqa: E402
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -500,7 +500,9 @@ def paired(results: dict, baseline: str = BASELINE) -> dict:
     """
     Per method, over the seeds it shares with `baseline`: the final held-out accuracy minus the baseline's in the
     run with the same seed, and the rollouts it needed to reach the baseline's final held-out accuracy (the paper's
-    headline metric), as a share of the baseline's budget.
+    headline metric), as a share of the baseline's budget; and the held-out accuracy minus the baseline's at the
+    snapshot nearest a quarter of the run (`early_step`: before the first epoch ends, in the default setting), which
+    shows whether a selector helps in a run shorter than one epoch.
     """
     runs = results["runs"]
     out = {}
@@ -508,15 +510,23 @@ def paired(results: dict, baseline: str = BASELINE) -> dict:
         shared = [seed for seed in seeds if seed in runs.get(baseline, {})]
         if not shared:
             continue
-        differences, shares = [], []
+        differences, shares, early = [], [], []
         for seed in shared:
             mine, theirs = seeds[seed], runs[baseline][seed]
             target = theirs["heldout_accuracy"][-1]
             differences.append(mine["heldout_accuracy"][-1] - target)
+            snapshot = int(np.argmin(np.abs(np.asarray(mine["steps"]) - mine["steps"][-1] / 4)))
+            early.append(mine["heldout_accuracy"][snapshot] - theirs["heldout_accuracy"][snapshot])
             shares.append(
                 rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], target) / theirs["rollouts"][-1]
             )
-        out[method] = dict(seeds=shared, difference=differences, rollouts_to_baseline_final=shares)
+        out[method] = dict(
+            seeds=shared,
+            difference=differences,
+            rollouts_to_baseline_final=shares,
+            early_step=seeds[shared[0]]["steps"][snapshot],
+            early_difference=early,
+        )
     return out
 
 
@@ -588,9 +598,8 @@ def _markdown(results: dict) -> str:
         + (f" Whole sweep: {wall / 60:.1f} min." if wall else ""),
         "",
         "| method | held-out gain | minus uniform's, same seed | rollouts to reach uniform's final accuracy | "
-        + " | ".join(label for _, label, _ in COLUMNS[1:])
-        + " |",
-        "|---" * (len(COLUMNS) + 3) + "|",
+        f"minus uniform's at step {_early_step(results)} | " + " | ".join(label for _, label, _ in COLUMNS[1:]) + " |",
+        "|---" * (len(COLUMNS) + 4) + "|",
     ]
     pairs = results["paired"]
     for method, summary in results["summary"].items():
@@ -600,13 +609,19 @@ def _markdown(results: dict) -> str:
         ]
         difference = "—" if method == BASELINE or method not in pairs else _spread(pairs[method]["difference"], 3)
         share = "–" if method not in pairs else _spread(pairs[method]["rollouts_to_baseline_final"], 0, percent=True)
-        lines.append(f"| {method} | {cells[0]} | {difference} | {share} | " + " | ".join(cells[1:]) + " |")
+        early = "—" if method == BASELINE or method not in pairs else _spread(pairs[method]["early_difference"], 3)
+        lines.append(f"| {method} | {cells[0]} | {difference} | {share} | {early} | " + " | ".join(cells[1:]) + " |")
     lines += ["", "Per seed, final held-out accuracy minus uniform's (same seed):", ""]
     for method, pair in pairs.items():
         if method != BASELINE:
             per_seed = ", ".join(f"{d:+.3f}" for d in pair["difference"])
             lines.append(f"- {method}: {per_seed}")
     return "\n".join(lines) + "\n"
+
+
+def _early_step(results: dict) -> str:
+    steps = {pair.get("early_step") for pair in results["paired"].values()}
+    return "/".join(str(step) for step in sorted(steps - {None})) or "–"
 
 
 def _plot(results: dict, out: str) -> None:

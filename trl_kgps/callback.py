@@ -82,9 +82,13 @@ class KGPSCallback(TrainerCallback):
 
     Metrics, logged with the trainer's own (so wandb, trackio, TensorBoard receive them), per generation batch:
     `kgps/mae` and `kgps/spearman` (predicted success before the rollouts against the empirical `s/k`, after
-    warmup), `kgps/informative` (share of groups with `0 < s < k`), `kgps/predicted_success`, `kgps/coverage`
-    (share of prompts observed at least once), `kgps/lag` (batches awaiting rewards when this one was chosen),
-    `kgps/select_ms`; per optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied).
+    warmup), `kgps/nis` (the normalized innovation squared of the batch's outcomes under the beliefs they were
+    predicted from: about 1 when the filter's uncertainty is calibrated, above 1 when it is overconfident),
+    `kgps/informative` (share of groups with `0 < s < k`), `kgps/predicted_success`, `kgps/coverage` (share of
+    prompts observed at least once), `kgps/repeats` (share of the batch that was in the batch before it),
+    `kgps/unique_prompts` (distinct prompts over the last epoch's worth of batches: a selector that locks onto a few
+    prompts shows it here), `kgps/lag` (batches awaiting rewards when this one was chosen), `kgps/select_ms`; per
+    optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied).
 
     After training, `difficulty_table()` gives each prompt's predicted success, variance and selection count, and
     `KGPSSelector.from_pretrained(output_dir_or_repo_id)` restores the selector the run saved.

@@ -252,7 +252,11 @@ class KGPSConfig:
                     "holds the measured default, KGPSConfig.paper() the paper's choices)."
                 )
         _check_real(
-            "selection_temperature", self.selection_temperature, minimum=0.0, strict=True, fix="use a positive value such as 1"
+            "selection_temperature",
+            self.selection_temperature,
+            minimum=0.0,
+            strict=True,
+            fix="use a positive value such as 1",
         )
         _check_real(
             "candidates",
@@ -280,7 +284,6 @@ class KGPSConfig:
             minimum=2,
             fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
         )
-
 
     @classmethod
     def paper(cls, **overrides) -> "KGPSConfig":

@@ -132,8 +132,6 @@ class Trace:
     level_success: list[list[float]] = field(default_factory=list)
 
 
-
-
 def oracle_batch(
     p: np.ndarray, rollouts: int, batch_size: int, rng: np.random.Generator, greedy: bool, exclude=None
 ) -> np.ndarray:

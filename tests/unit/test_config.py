@@ -8,7 +8,7 @@ from trl_kgps import KGPSConfig
 def test_the_paper_preset_holds_the_papers_hyperparameters():
     config = KGPSConfig.paper()
     assert config.gamma == 0.1
-    assert config.initial_variance == KGPSConfig().initial_variance
+    assert config.initial_variance == 1.0
     assert config.warmup_epochs == 1
     assert config.process_noise_power == 1.0
     assert config.fixed_process_noise is None

@@ -64,7 +64,9 @@ class CandidatePass:
             or order.dtype.kind not in "iu"
             or not np.array_equal(np.sort(order), np.arange(self.num_prompts))
         ):
-            raise ValueError(f"state['pass_order'] is not a permutation of {self.num_prompts} prompts; it is corrupted.")
+            raise ValueError(
+                f"state['pass_order'] is not a permutation of {self.num_prompts} prompts; it is corrupted."
+            )
         if not 0 <= position <= order.size:
             raise ValueError(f"state['pass_position']={position} lies outside its pass of {order.size} prompts.")
         self.order, self.position = order.astype(np.int64), position

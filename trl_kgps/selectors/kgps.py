@@ -216,7 +216,9 @@ class KGPSSelector(FromPretrainedMixin):
         self._group_size_seen = int(k.max())
         if self.config.process_noise_adaptation > 0:
             step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
-            self._gamma_scale = float(np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE))
+            self._gamma_scale = float(
+                np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE)
+            )
 
     def scores(self) -> np.ndarray:
         r"""
@@ -362,7 +364,9 @@ class KGPSSelector(FromPretrainedMixin):
             raise ValueError(f"state['gamma_scale']={gamma_scale} is outside [1e-3, 1e3]; it is corrupted.")
         group_size_seen = int(state["group_size_seen"])
         if group_size_seen < 1:
-            raise ValueError(f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted.")
+            raise ValueError(
+                f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
+            )
         candidate_pass = CandidatePass(self.num_prompts)
         candidate_pass.load_state_dict(state)
         self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
