@@ -26,13 +26,30 @@ def test_rollouts_to_reach_interpolates_the_first_crossing(bench):
 
 def test_paired_compares_runs_of_the_same_seed(bench):
     def run(final, curve_rollouts=(0, 50, 100)):
-        return {"heldout_accuracy": [0.2, (0.2 + final) / 2, final], "rollouts": list(curve_rollouts)}
+        return {
+            "heldout_accuracy": [0.2, (0.2 + final) / 2, final],
+            "rollouts": list(curve_rollouts),
+            "steps": [0, 50, 100],
+        }
 
     results = {"runs": {"uniform": {"0": run(0.5), "1": run(0.6)}, "oracle": {"0": run(0.6), "1": run(0.6)}}}
     pairs = bench.paired(results)
     np.testing.assert_allclose(pairs["oracle"]["difference"], [0.1, 0.0])
     # seed 0: 0.5 is reached between 50 (0.4) and 100 (0.6), halfway; seed 1: exactly at the end
     np.testing.assert_allclose(pairs["oracle"]["rollouts_to_baseline_final"], [0.75, 1.0])
+
+
+def test_paired_reads_the_early_difference_a_quarter_into_the_run(bench):
+    def run(accuracy):
+        return {"heldout_accuracy": accuracy, "rollouts": [0, 10, 20, 30, 40], "steps": [0, 25, 50, 75, 100]}
+
+    results = {
+        "runs": {"uniform": {"0": run([0.2, 0.3, 0.4, 0.5, 0.6])}, "kgps": {"0": run([0.2, 0.36, 0.4, 0.5, 0.6])}}
+    }
+    pairs = bench.paired(results)
+    assert pairs["kgps"]["early_step"] == 25
+    np.testing.assert_allclose(pairs["kgps"]["early_difference"], [0.06])
+    np.testing.assert_allclose(pairs["kgps"]["difference"], [0.0])
 
 
 def _oracle(bench, p, rule, seed=0):

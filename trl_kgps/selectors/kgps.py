@@ -1,6 +1,7 @@
 r"""
-The KGPS estimator: one Kalman filter per prompt over the logit of its success rate, and top-B selection by the
-posterior-expected utility. Framework-free (numpy only) and vectorised over all prompts.
+The KGPS estimator: one Gaussian filter per prompt over the logit of its success rate, and a batch chosen by the
+posterior-expected utility — drawn among random candidates (the default) or the exact top-B over all prompts (the
+paper). Framework-free (numpy only) and vectorised over all prompts.
 """
 
 import dataclasses
@@ -56,20 +57,28 @@ class KGPSSelector(FromPretrainedMixin):
 
     1. `predict(delta_norm)`: \\(P_i \mathrel{+}= Q\\) for every prompt, \\(Q = \gamma \lVert \Delta\theta
        \rVert_2^p\\) (summed over the optimizer steps since the last round);
-    2. `update(indices, successes, trials)`: the Kalman update of the prompts that were rolled out;
-    3. `select(B)`: the `B` prompts of largest \\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\).
+    2. `update(indices, successes, trials)`: the prompts that were rolled out — by default the exact binomial
+       posterior, moment-matched to a Gaussian; with `KGPSConfig.paper()` the paper's Kalman update on
+       \\(\mathrm{logit}(s/k)\\);
+    3. `select(B)`: by default `B` of `candidates * B` random prompts, drawn without replacement in proportion to
+       \\(A_i^{1/T}\\); with the paper's config the `B` prompts of largest \\(A_i\\), where
+       \\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\).
 
-    `initialize(...)` feeds the warmup epoch's observations, which set \\(m_i\\) directly. A selector a training run
-    saved comes back with `KGPSSelector.from_pretrained(output_dir_or_repo_id)`.
+    `initialize(...)` feeds a warmup epoch's observations (`warmup_epochs > 0`; the paper's sets \\(m_i\\)
+    directly). A selector a training run saved comes back with `KGPSSelector.from_pretrained(output_dir_or_repo_id)`.
+    docs/algorithm.md gives every equation, and each departure of the default from the paper with its measurement.
 
     Args:
         num_prompts (`int`): `N`, the size of the prompt pool; prompts are the integers `0 .. N-1`.
-        config (`KGPSConfig`, *optional*): hyperparameters; the paper's by default.
-        seed (`int`, *optional*, defaults to `0`): seeds the generator that breaks ties between equal scores.
+        config (`KGPSConfig`, *optional*): hyperparameters; `KGPSConfig()` (the measured default) if omitted,
+            `KGPSConfig.paper()` for the paper's method.
+        seed (`int`, *optional*, defaults to `0`): seeds the generator of the draws (and of ties between scores).
 
     Attributes:
         mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\).
         variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array).
+        gamma (`float`): the process-noise scale in use (calibrated online when `process_noise_adaptation > 0`).
+        last_nis (`float`): the normalized innovation squared of the latest `update`, averaged over its prompts.
 
     Repeated indices in one `initialize` or `update` call are pooled: their successes and trials are summed into
     one observation, as if all those rollouts came from one group. Indices with zero trials leave their prompt
@@ -80,7 +89,6 @@ class KGPSSelector(FromPretrainedMixin):
     ```python
     >>> from trl_kgps import KGPSSelector
     >>> selector = KGPSSelector(num_prompts=1000)
-    >>> selector.initialize(range(1000), successes=[i % 9 for i in range(1000)], trials=[8] * 1000)
     >>> batch = selector.select(32)
     >>> selector.predict(delta_norm=0.05)
     >>> selector.update(batch, successes=[4] * 32, trials=[8] * 32)
@@ -123,8 +131,10 @@ class KGPSSelector(FromPretrainedMixin):
 
     def initialize(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
-        Warmup observations: \\(m_i = \mathrm{logit}(\mathrm{clip}(s_i / k_i, \delta_i, 1 - \delta_i))\\),
-        \\(\delta_i = 1 / (2 k_i)\\), and \\(P_i = P_0\\) for each observed prompt.
+        Warmup observations, which reset each observed prompt's belief. The paper's (`observation="logit"`):
+        \\(m_i = \mathrm{logit}(\mathrm{clip}(s_i / k_i, \delta_i, 1 - \delta_i))\\), \\(\delta_i = 1 / (2 k_i)\\),
+        and \\(P_i = P_0\\). With `observation="binomial"`: the exact update (see `update`) from the prior
+        \\(\mathcal{N}(0, P_0)\\).
 
         Args:
             indices (`ArrayLike` of shape `(n,)`): prompt indices.
@@ -179,13 +189,24 @@ class KGPSSelector(FromPretrainedMixin):
 
     def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
-        The Kalman update of the observed prompts, from the prior \\((m, P)\\) held before this call:
+        The update of the observed prompts, from the prior \\((m, P)\\) held before this call.
+
+        `observation="binomial"` (the default): \\((m, P)\\) become the mean and variance of the exact posterior
+        \\(p(\psi \mid s) \propto \mathcal{N}(\psi; m, P)\, \sigma(\psi)^s (1 - \sigma(\psi))^{k - s}\\), by adaptive
+        Gauss–Hermite quadrature (`_binomial.posterior_moments`).
+
+        `observation="logit"` (the paper's Kalman update):
 
             p~ = clip(sigmoid(m), delta, 1 - delta),        delta = 1 / (2k)
             R  = 1 / (k p~ (1 - p~))                        observation variance, logit units
             y  = logit(clip(s / k, delta, 1 - delta)) - m   innovation
             K  = P / (P + R)
             m <- m + K y,   P <- (1 - K) P
+
+        Either way `last_nis` becomes the batch's normalized innovation squared, the mean over its prompts of
+        \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under the prior; with `process_noise_adaptation` \\(= \eta > 0\\),
+        \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\); with `shared_drift` \\(= \rho > 0\\), every prompt's mean
+        moves by \\(\rho\\) times the batch's mean change \\(\overline{m' - m}\\).
 
         Args:
             indices (`ArrayLike` of shape `(n,)`): prompt indices.
