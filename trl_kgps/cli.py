@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._plots import pyplot
+from ._plots import compact_number, moving_average, pyplot
 from .simulator import METHODS, SCENARIOS, simulate, summarize
 
 
@@ -48,7 +48,8 @@ def simulate_command(args: argparse.Namespace) -> dict:
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(table)
     print(table)
-    _plot(results, args.out)
+    written = ["results.json", "results.md"] + _plot(results, args.out)
+    print(f"wrote {', '.join(written)} to {os.path.abspath(args.out)}")
     return results
 
 
@@ -66,27 +67,44 @@ def _markdown(results: dict) -> str:
     return head + "\n".join(lines) + "\n"
 
 
-def _plot(results: dict, out: str) -> None:
+def _plot(results: dict, out: str) -> list[str]:
+    """The three figures, each with a title, compact tick labels and the legend outside the axes; the per-step
+    metrics are smoothed over a tenth of the run, with the raw curve faint behind; returns the files written."""
     plt = pyplot()
     if plt is None:
-        return
+        return []
+    scenario, seeds = results["scenario"]["name"], results["seeds"]
     figures = {
-        "mae.png": ("mae", "step", "MAE, predicted vs empirical success"),
-        "informative_share.png": ("informative_share", "step", "share of groups with 0 < s < k"),
-        "success_vs_rollouts.png": ("success", "rollouts", "mean success rate"),
+        "mae.png": ("mae", "step after warmup", "MAE", "Predicted vs observed success of each batch"),
+        "informative_share.png": (
+            "informative_share",
+            "step after warmup",
+            "share of groups with 0 < s < k",
+            "Informative groups per batch",
+        ),
+        "success_vs_rollouts.png": ("success", "rollouts", "mean success rate", "Success against rollouts spent"),
     }
-    for filename, (metric, x_axis, label) in figures.items():
-        fig, ax = plt.subplots(figsize=(5, 3.5))
+    for filename, (metric, x_label, y_label, title) in figures.items():
+        fig, ax = plt.subplots(figsize=(7, 3.8))
         for method, curves in results["curves"].items():
-            y = np.asarray(curves[metric])
-            x = np.asarray(curves["rollouts"]) if x_axis == "rollouts" else np.arange(1, y.size + 1)
-            ax.plot(x, y, label=method)
-        ax.set_xlabel(x_axis)
-        ax.set_ylabel(label)
-        ax.legend()
+            y = np.asarray(curves[metric], dtype=float)
+            x = np.asarray(curves["rollouts"]) if x_label == "rollouts" else np.arange(1, y.size + 1)
+            if x_label == "rollouts":  # a smooth curve already: the pool's mean success
+                ax.plot(x, y, label=method, linewidth=1.6)
+                continue
+            (line,) = ax.plot(x, moving_average(y, max(1, y.size // 10)), label=method, linewidth=1.6)
+            ax.plot(x, y, color=line.get_color(), alpha=0.2, linewidth=0.8)
+        ax.xaxis.set_major_formatter(compact_number)
+        ax.set(
+            xlabel=x_label,
+            ylabel=y_label,
+            title=f"{title}\n(scenario {scenario}, mean of {seeds} seed{'s' * (seeds != 1)})",
+        )
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, filename), dpi=80)
+        fig.savefig(os.path.join(out, filename), dpi=100)
         plt.close(fig)
+    return list(figures)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -99,14 +117,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="trl-kgps", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("train", help="GRPO with KGPS out of the box; `trl-kgps train --help` lists its flags")
-    sim = commands.add_parser("simulate", help="compare prompt selectors on a simulated drifting RL run")
-    sim.add_argument("--scenario", choices=sorted(SCENARIOS), default="base")
-    sim.add_argument(
-        "--selectors", default="kgps,mopps,greso,uniform,ds", help=f"comma-separated, among {','.join(METHODS)}"
+    sim = commands.add_parser(
+        "simulate",
+        help="compare prompt selectors on a simulated drifting RL run",
+        description="Runs each selector on the same simulated RL run (trl_kgps.simulator) and writes results.json, "
+        "results.md and three figures to --out. No model and no GPU: seconds to a minute on a CPU.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    sim.add_argument("--seeds", type=int, default=3)
-    sim.add_argument("--steps", type=int, default=200)
-    sim.add_argument("--out", default="simulation")
+    sim.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        default="base",
+        help="which simulated run (docs/benchmarks.md describes each; 'cpu' is fitted to the real CPU benchmark)",
+    )
+    sim.add_argument(
+        "--selectors",
+        default="kgps,kgps_paper,mopps,greso,uniform,ds",
+        help=f"comma-separated selectors, among: {', '.join(METHODS)}",
+    )
+    sim.add_argument("--seeds", type=int, default=3, help="runs per selector, seeds 0 .. n-1, paired across selectors")
+    sim.add_argument("--steps", type=int, default=200, help="steps after the warmup epoch")
+    sim.add_argument("--out", default="simulation", help="folder for the results and figures (created if missing)")
     args = parser.parse_args(argv)
     if args.command == "simulate":
         simulate_command(args)

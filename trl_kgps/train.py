@@ -156,7 +156,7 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
     summary = _summary(trainer, kgps, before, after, script_args.selector)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
-        trainer.create_model_card(dataset_name=script_args.dataset_name or "trl-kgps arithmetic (generated)")
+        _write_model_card(trainer, training_args, script_args.dataset_name)
         with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
         levels = train_dataset["level"] if "level" in train_dataset.column_names else None
@@ -165,6 +165,28 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     return summary
+
+
+def _write_model_card(trainer, training_args, dataset_name: str | None) -> None:
+    """
+    TRL's card (with KGPS's section), named after `--hub_model_id` or the output folder, its quick start pointing
+    there; a dataset link only for a Hub dataset; and, for a model built here from a config (no Hub base model),
+    a sentence that says so instead of TRL's link to `huggingface.co/None`.
+    """
+    repo = training_args.hub_model_id or os.path.basename(os.path.normpath(training_args.output_dir))
+    if trainer.hub_model_id is None:
+        trainer.hub_model_id = repo  # where TRL's quick start loads the model from
+    trainer.create_model_card(model_name=repo.split("/")[-1], dataset_name=dataset_name)
+    path = os.path.join(training_args.output_dir, "README.md")
+    with open(path) as f:
+        card = f.read()
+    card = card.replace(
+        "This model is a fine-tuned version of [None](https://huggingface.co/None)",
+        "This model is a small Qwen2 built from its configuration and warmed up on generated arithmetic by "
+        "`trl-kgps train`, then trained",
+    )
+    with open(path, "w") as f:
+        f.write(card)
 
 
 def accuracy_reward(completions: list, solution: list[str], **kwargs) -> list[float | None]:

@@ -35,7 +35,12 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys):
 
     for name in ("model.safetensors", "tokenizer.json", "kgps_state.npz", "kgps_difficulty.png"):
         assert (tmp_path / name).stat().st_size > 0, name
-    assert "## KGPS" in (tmp_path / "README.md").read_text()
+    card = (tmp_path / "README.md").read_text()
+    assert "## KGPS" in card
+    # Named after the output folder, loadable from there, with no link to a base model or dataset that does not exist.
+    assert f"# Model Card for {tmp_path.name}" in card and f'model="{tmp_path.name}"' in card
+    assert "None" not in card.split("## Training procedure")[0]
+    assert "huggingface.co/datasets/" not in card
     selector = KGPSSelector.from_pretrained(tmp_path)
     assert selector.num_prompts == 16
     table = difficulty_table(tmp_path)
@@ -74,3 +79,10 @@ def test_train_on_a_local_dataset_with_solutions_uses_the_math_verify_reward(tmp
 def test_the_math_reward_judges_plain_and_conversational_completions_alike():
     completions = ["so \\boxed{2}", "\\boxed{3}", [{"role": "assistant", "content": "\\boxed{2}"}]]
     assert accuracy_reward(completions, solution=["$2$"] * 3) == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.slow
+def test_the_model_card_names_the_hub_repo_when_there_is_one(tmp_path, capsys):
+    main(["train", "--output_dir", str(tmp_path), "--hub_model_id", "someone/kgps-sums", *FEW_STEPS])
+    card = (tmp_path / "README.md").read_text()
+    assert "# Model Card for kgps-sums" in card and 'model="someone/kgps-sums"' in card

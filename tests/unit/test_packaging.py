@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import trl_kgps
 
 
@@ -63,3 +65,15 @@ def test_accelerate_configs_load():
     }
     for stem in kinds:
         assert f"examples/accelerate_configs/{stem}.yaml" in README + (ROOT / "docs" / "trl.md").read_text()
+
+
+def test_the_commands_default_output_folders_are_ignored_by_git():
+    ignored = subprocess.run(
+        ["git", "check-ignore", "trl-kgps-demo/model.safetensors", "simulation/results.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if ignored.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert ignored.stdout.split() == ["trl-kgps-demo/model.safetensors", "simulation/results.json"]

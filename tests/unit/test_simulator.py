@@ -131,3 +131,45 @@ def test_cpu_scenario_holds_the_calibrated_knobs():
     cpu = SCENARIOS["cpu"]
     assert list(cpu.level_means) == calibration["level_means"] and cpu.initial_spread == calibration["initial_spread"]
     assert {name: getattr(cpu, name) for name in calibration["knobs"]} == calibration["knobs"]
+
+
+def test_simulate_help_describes_every_flag_with_its_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines at the terminal width
+    for flag, default in (
+        ("--scenario", "base"),
+        ("--selectors", "kgps,kgps_paper"),
+        ("--seeds", "3"),
+        ("--out", "simulation"),
+    ):
+        assert flag in text and f"(default: {default}" in text, flag
+
+
+def test_simulate_says_where_it_wrote_its_files(tmp_path, capsys):
+    out = tmp_path / "sim"
+    main(
+        [
+            "simulate",
+            "--scenario",
+            "static",
+            "--selectors",
+            "uniform",
+            "--seeds",
+            "1",
+            "--steps",
+            "5",
+            "--out",
+            str(out),
+        ]
+    )
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("wrote results.json, results.md") and last.endswith(str(out.resolve()))
+
+
+def test_plot_helpers_by_hand():
+    from trl_kgps._plots import compact_number, moving_average
+
+    np.testing.assert_allclose(moving_average([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
+    np.testing.assert_allclose(moving_average([5, 1, 3], 10), [5, 3, 3])
+    assert [compact_number(v) for v in (950, 25000, 1_500_000, 0)] == ["950", "25k", "1.5M", "0"]
