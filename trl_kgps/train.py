@@ -160,8 +160,8 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
         with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
         levels = train_dataset["level"] if "level" in train_dataset.column_names else None
-        _plot(trace, levels, os.path.join(training_args.output_dir, "kgps_difficulty.png"))
-        print(_format(summary, training_args.output_dir))
+        plotted = _plot(trace, levels, os.path.join(training_args.output_dir, "kgps_difficulty.png"))
+        print(_format(summary, training_args.output_dir, plotted))
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     return summary
@@ -252,7 +252,7 @@ def _summary(trainer, kgps: KGPSCallback, before: dict | None, after: dict | Non
     }
 
 
-def _format(summary: dict, output_dir: str) -> str:
+def _format(summary: dict, output_dir: str, plotted: bool) -> str:
     lines = [f"\n{'=' * 30} trl-kgps train: summary {'=' * 30}"]
     lines.append(f"selector {summary['selector']}: {summary['steps']} steps, {summary['rollouts']} rollouts")
     before, after = summary["accuracy_before"], summary["accuracy_after"]
@@ -264,20 +264,22 @@ def _format(summary: dict, output_dir: str) -> str:
         "last KGPS metrics: "
         + ", ".join(f"{key[5:] if key.startswith('kgps/') else key} {value:g}" for key, value in metrics.items())
     )
-    lines.append(
-        f"wrote the model, kgps_state.npz, README.md, kgps_summary.json and kgps_difficulty.png to {output_dir}"
-    )
+    files = ["the model", "kgps_state.npz", "README.md", "kgps_summary.json"] + ["kgps_difficulty.png"] * plotted
+    lines.append(f"wrote {', '.join(files[:-1])} and {files[-1]} to {output_dir}")
     return "\n".join(lines)
 
 
-def _plot(trace: DifficultyTrace, levels, path: str) -> None:
-    """Mean predicted success of each level's prompts (or of all prompts, with its quartiles) against the step."""
+def _plot(trace: DifficultyTrace, levels, path: str) -> bool:
+    """
+    Mean predicted success of each level's prompts (or of all prompts, with its quartiles) against the step; whether
+    the figure was written (not without matplotlib, nor when the run never left a warmup).
+    """
     plt = pyplot()
     if plt is None:
-        return
+        return False
     if not trace.steps:
         logger.warning("The run did not leave the warmup: no difficulty estimates to plot.")
-        return
+        return False
     snapshots = np.stack(trace.snapshots)  # (T, N)
     fig, ax = plt.subplots(figsize=(6, 3.8))
     if levels is None:
@@ -296,3 +298,4 @@ def _plot(trace: DifficultyTrace, levels, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+    return True

@@ -86,3 +86,13 @@ def test_the_model_card_names_the_hub_repo_when_there_is_one(tmp_path, capsys):
     main(["train", "--output_dir", str(tmp_path), "--hub_model_id", "someone/kgps-sums", *FEW_STEPS])
     card = (tmp_path / "README.md").read_text()
     assert "# Model Card for kgps-sums" in card and 'model="someone/kgps-sums"' in card
+
+
+@pytest.mark.slow
+def test_a_run_shorter_than_the_papers_warmup_does_not_claim_a_difficulty_plot(tmp_path, capsys):
+    # The paper's warmup epoch is 4 steps here (16 prompts, 4 a step); 2 steps never leave it.
+    args = [*FEW_STEPS, "--warmup_epochs", "1", "--max_steps", "2"]
+    main(["train", "--output_dir", str(tmp_path), *args])
+    wrote = capsys.readouterr().out.strip().splitlines()[-1]
+    assert wrote.startswith("wrote the model") and "kgps_difficulty.png" not in wrote
+    assert not (tmp_path / "kgps_difficulty.png").exists()
