@@ -21,12 +21,14 @@ trl-kgps train --max_steps 600 --num_prompts 1024 --gamma 1.0
 import json
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from ._plots import pyplot
 from ._report import last_metrics
@@ -68,6 +70,10 @@ class TrainScriptArguments(KGPSScriptArguments):
             Completions per held-out prompt, sampled at the training temperature.
         warm_start_steps (`int`, *optional*, defaults to `600`):
             Supervised steps that warm up the small model built when no `--model_name_or_path` is given.
+        threads (`int`, *optional*):
+            torch's CPU threads for a run without a GPU. Unset: 1 for the small built-in model (as fast as 2 for it,
+            and slowed down in proportion, not many times over, when another CPU-heavy process shares the cores),
+            torch's default for a `--model_name_or_path` model.
     """
 
     num_prompts: int = field(default=512, metadata={"help": "Training prompts generated when no --dataset_name."})
@@ -80,6 +86,13 @@ class TrainScriptArguments(KGPSScriptArguments):
     warm_start_steps: int = field(
         default=600, metadata={"help": "Supervised warm-up steps of the small model built without a model name."}
     )
+    threads: int | None = field(
+        default=None,
+        metadata={
+            "help": "torch CPU threads without a GPU. Unset: 1 for the built-in model (as fast as 2, and not slowed "
+            "down many times over by another CPU-heavy process), torch's default for --model_name_or_path."
+        },
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -88,6 +101,8 @@ class TrainScriptArguments(KGPSScriptArguments):
                 raise ValueError(f"--{name} {getattr(self, name)} must be >= 1.")
         if self.warm_start_steps < 0:
             raise ValueError(f"--warm_start_steps {self.warm_start_steps} must be >= 0 (0: no warm start).")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"--threads {self.threads} must be >= 1 (or unset).")
 
 
 class DifficultyTrace(TrainerCallback):
@@ -107,24 +122,43 @@ class DifficultyTrace(TrainerCallback):
 def make_parser():
     from trl import GRPOConfig, ModelConfig, TrlParser
 
-    parser = TrlParser((TrainScriptArguments, GRPOConfig, KGPSConfig, ModelConfig), prog="trl-kgps train")
+    # This command's and KGPS's flags first, so that `--help` shows them before TRL's few hundred.
+    parser = TrlParser(
+        (TrainScriptArguments, KGPSConfig, GRPOConfig, ModelConfig),
+        prog="trl-kgps train",
+        description="GRPO with KGPS on CPU or GPU. Options: this command's and KGPS's first (--selector, --threads, "
+        "--gamma, ...), then TRL's GRPOConfig and ModelConfig.",
+    )
     defaults = dict(DEMO_DEFAULTS)
     if not torch.cuda.is_available():
-        defaults["bf16"] = False
+        defaults.update(bf16=False, dataloader_pin_memory=False)  # no GPU: no bf16 autocast, nothing to pin for
     parser.set_defaults(**defaults)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
     """Parses `argv` (TRL's, KGPS's and this command's flags), trains, and returns the summary it prints."""
-    parser = make_parser()
-    script_args, training_args, kgps_args, model_args = parser.parse_args_and_config(args=argv)
-    return train(script_args, training_args, kgps_args, model_args)
+    with warnings.catch_warnings():
+        # transformers 5 renames gradient checkpointing and warns on every access TRL makes: noise for this command
+        warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6", category=FutureWarning)
+        parser = make_parser()
+        script_args, kgps_args, training_args, model_args = parser.parse_args_and_config(args=argv)
+        return train(script_args, training_args, kgps_args, model_args)
 
 
 def train(script_args, training_args, kgps_args, model_args) -> dict:
     from trl import GRPOTrainer, get_peft_config
 
+    threads = torch.get_num_threads()
+    if not torch.cuda.is_available() and (script_args.threads or model_args.model_name_or_path is None):
+        torch.set_num_threads(script_args.threads or 1)
+    try:
+        return _train(script_args, training_args, kgps_args, model_args, GRPOTrainer, get_peft_config)
+    finally:
+        torch.set_num_threads(threads)  # as it was, for a caller in the same process (a notebook, a test)
+
+
+def _train(script_args, training_args, kgps_args, model_args, GRPOTrainer, get_peft_config) -> dict:
     model, tokenizer = _policy(script_args, model_args, training_args.seed)
     if script_args.dataset_name is None:
         problems = arithmetic.make_dataset(script_args.num_prompts + script_args.num_eval_prompts, seed=1)
@@ -150,6 +184,7 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
         peft_config=get_peft_config(model_args),
         callbacks=[kgps, trace],
     )
+    _progress_bar_only(trainer)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     after = _accuracy(trainer.model, tokenizer, eval_dataset, script_args, training_args)
 
@@ -165,6 +200,22 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     return summary
+
+
+class _ProgressBar(ProgressCallback):
+    """TRL's progress bar without the metric dict it prints at every log: those go to `--report_to`."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        pass
+
+
+def _progress_bar_only(trainer) -> None:
+    """A progress bar (unless `--disable_tqdm`) and no metric dicts on stdout; the trackers still get every metric."""
+    had_bar = any(isinstance(callback, ProgressCallback) for callback in trainer.callback_handler.callbacks)
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    if had_bar:
+        trainer.add_callback(_ProgressBar)
 
 
 def _write_model_card(trainer, training_args, dataset_name: str | None) -> None:
@@ -249,6 +300,7 @@ def _summary(trainer, kgps: KGPSCallback, before: dict | None, after: dict | Non
         "accuracy_after": after,
         "kgps": {key: round(float(value), 4) for key, (value, _) in last.items()},
         "coverage": kgps.coverage,
+        "threads": torch.get_num_threads(),
     }
 
 

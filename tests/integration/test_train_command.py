@@ -3,9 +3,11 @@
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from trl_kgps import KGPSSelector, difficulty_table
 from trl_kgps.cli import main
@@ -21,11 +23,19 @@ FEW_STEPS = [
 
 @pytest.mark.slow
 def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys):
-    main(["train", "--output_dir", str(tmp_path), *FEW_STEPS])
-    printed = capsys.readouterr().out
-    assert "trl-kgps train: summary" in printed and "held-out accuracy" in printed
+    threads = torch.get_num_threads()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        main(["train", "--output_dir", str(tmp_path), *FEW_STEPS])
+    printed = capsys.readouterr()
+    assert "trl-kgps train: summary" in printed.out and "held-out accuracy" in printed.out
+    # A progress bar and a summary, not a metric dict per log, nor transformers' deprecation warnings.
+    assert "'loss'" not in printed.out + printed.err
+    assert not [w for w in caught if "deprecated and will be removed in v6" in str(w.message)]
+    assert torch.get_num_threads() == threads, "the caller's torch threads are restored"
 
     summary = json.loads((tmp_path / "kgps_summary.json").read_text())
+    assert summary["threads"] == 1  # the built-in model trains on one thread by default without a GPU
     # 16 prompts in batches of 4 prompts x 4 completions, all 6 chosen by KGPS (no warmup epoch by default).
     assert summary["steps"] == 6 and summary["rollouts"] == 6 * 16
     assert 4 / 16 <= summary["coverage"] <= 1.0
@@ -96,3 +106,14 @@ def test_a_run_shorter_than_the_papers_warmup_does_not_claim_a_difficulty_plot(t
     wrote = capsys.readouterr().out.strip().splitlines()[-1]
     assert wrote.startswith("wrote the model") and "kgps_difficulty.png" not in wrote
     assert not (tmp_path / "kgps_difficulty.png").exists()
+
+
+def test_train_help_shows_this_commands_and_kgps_flags_before_trls(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    options = capsys.readouterr().out.split("\noptions:")[1].splitlines()
+    position = {flag: next(i for i, line in enumerate(options) if line.strip().startswith(flag)) for flag in (
+        "--selector", "--threads", "--gamma", "--selection_temperature", "--learning_rate", "--model_name_or_path"
+    )}  # fmt: skip
+    assert max(position[f] for f in ("--selector", "--threads", "--gamma", "--selection_temperature")) < 120
+    assert position["--selection_temperature"] < position["--learning_rate"] < position["--model_name_or_path"]

@@ -77,3 +77,9 @@ def test_the_commands_default_output_folders_are_ignored_by_git():
     if ignored.returncode == 128:
         pytest.skip("not a git checkout")
     assert ignored.stdout.split() == ["trl-kgps-demo/model.safetensors", "simulation/results.json"]
+
+
+def test_the_readme_says_to_install_the_cpu_torch_before_its_first_install_command():
+    first_install = README.index('pip install -e ".[plots]"')
+    advice = README.index("install PyTorch's CPU build first")
+    assert advice < first_install and "torch==2.13.0" in README[:first_install]
