@@ -195,7 +195,8 @@ def _train(script_args, training_args, kgps_args, model_args, GRPOTrainer, get_p
         with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
         levels = train_dataset["level"] if "level" in train_dataset.column_names else None
-        plotted = _plot(trace, levels, os.path.join(training_args.output_dir, "kgps_difficulty.png"))
+        warmup_steps = kgps.sampler.warmup_batches * training_args.steps_per_generation * trainer.num_iterations
+        plotted = _plot(trace, levels, os.path.join(training_args.output_dir, "kgps_difficulty.png"), warmup_steps)
         print(_format(summary, training_args.output_dir, plotted))
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
@@ -321,7 +322,11 @@ def _format(summary: dict, output_dir: str, plotted: bool) -> str:
     return "\n".join(lines)
 
 
-def _plot(trace: DifficultyTrace, levels, path: str) -> bool:
+# The built-in task's levels (trl_kgps.tasks.arithmetic), for the plot's legend.
+LEVEL_NAMES = {1: "a+b", 2: "a+b+c", 3: "a+b+c+d", 4: "ab+cd"}
+
+
+def _plot(trace: DifficultyTrace, levels, path: str, warmup_steps: int = 0) -> bool:
     """
     Mean predicted success of each level's prompts (or of all prompts, with its quartiles) against the step; whether
     the figure was written (not without matplotlib, nor when the run never left a warmup).
@@ -333,7 +338,7 @@ def _plot(trace: DifficultyTrace, levels, path: str) -> bool:
         logger.warning("The run did not leave the warmup: no difficulty estimates to plot.")
         return False
     snapshots = np.stack(trace.snapshots)  # (T, N)
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
     if levels is None:
         low, median, high = np.quantile(snapshots, [0.25, 0.5, 0.75], axis=1)
         ax.fill_between(trace.steps, low, high, alpha=0.3, label="quartiles")
@@ -341,12 +346,16 @@ def _plot(trace: DifficultyTrace, levels, path: str) -> bool:
     else:
         levels = np.asarray(levels)
         for level in np.unique(levels):
-            ax.plot(trace.steps, snapshots[:, levels == level].mean(axis=1), label=f"level {level}")
+            name = LEVEL_NAMES.get(int(level), "")
+            label = f"level {level}" + (f": {name}" if name else "")
+            ax.plot(trace.steps, snapshots[:, levels == level].mean(axis=1), label=label)
+    if warmup_steps:
+        ax.axvspan(0, warmup_steps, color="grey", alpha=0.15, label="uniform warmup")
     ax.set_xlabel("step")
     ax.set_ylabel("predicted success (mean)")
     ax.set_ylim(0, 1)
     ax.set_title("How the selector's difficulty estimates evolved")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
