@@ -27,10 +27,13 @@ PAPER = {
 @dataclass
 class KGPSConfig:
     r"""
-    Configuration of [`KGPSSelector`]: the paper's hyperparameters and its ablations.
+    Configuration of [`KGPSSelector`]: the measured default, the paper's method and their ablations.
 
-    Defaults are the paper's (App. B): `gamma=0.1`, `initial_variance=1.0`, one warmup epoch and a five-point
-    Gauss–Hermite posterior-expected utility. Every field name is distinct from `trl.GRPOConfig`'s, so both parse
+    `KGPSConfig()` is the default: the paper's filter and utility (`gamma=0.1`, a five-point Gauss–Hermite
+    posterior-expected `p(1-p)`) with five departures, each measured (docs/algorithm.md): no warmup epoch, the exact
+    binomial update, a prior variance of 4, and a batch drawn among `16 B` random candidates in proportion to the
+    squared utility. `KGPSConfig.paper()` is the paper's method exactly (App. B: `initial_variance=1.0`, one warmup
+    epoch, the top-B over all prompts). Every field name is distinct from `trl.GRPOConfig`'s, so both parse
     together: `TrlParser((GRPOConfig, KGPSConfig))`.
 
     Symbols, as in the paper:

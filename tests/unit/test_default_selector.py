@@ -17,9 +17,9 @@ def _posterior_by_quad(m, P, s, k):
         return stats.norm.pdf(psi, m, np.sqrt(P)) * stats.binom.pmf(s, k, 1 / (1 + np.exp(-psi)))
 
     lo, hi = m - 15 * np.sqrt(P) - 2, m + 15 * np.sqrt(P) + 2
-    Z = integrate.quad(density, lo, hi, limit=400, epsabs=0)[0]
-    mean = integrate.quad(lambda x: x * density(x), lo, hi, limit=400, epsabs=0)[0] / Z
-    var = integrate.quad(lambda x: (x - mean) ** 2 * density(x), lo, hi, limit=400, epsabs=0)[0] / Z
+    Z = integrate.quad(density, lo, hi, limit=400, epsabs=1e-13)[0]
+    mean = integrate.quad(lambda x: x * density(x), lo, hi, limit=400, epsabs=1e-13)[0] / Z
+    var = integrate.quad(lambda x: (x - mean) ** 2 * density(x), lo, hi, limit=400, epsabs=1e-13)[0] / Z
     return mean, var
 
 

@@ -1,20 +1,17 @@
 """
-How KGPS's default turns scores into a batch: candidates from a pass over the data, then a draw among them.
+How KGPS's default turns scores into a batch: candidates, then a draw among them.
 
-- `CandidatePass` deals the prompts out in a seeded random order, `C` at a time, and starts a new order when one is
-  used up: every prompt is a candidate exactly once per pass, whatever its score (coverage). A pass costs one
-  permutation of `N` (amortised over `N / C` rounds); a round costs `O(C)`, whatever `N`.
+- `random_candidates` draws `C` distinct prompts uniformly at random each round (the default), in `O(C)`.
+- `CandidatePass` (`candidate_pass=True`) deals the prompts out in a seeded random order, `C` at a time, and starts
+  a new order when one is used up: every prompt is a candidate exactly once per pass, whatever its score
+  (coverage). A pass costs one permutation of `N`, amortised over `N / C` rounds.
 - `draw` chooses `B` of the candidates: `"sample"` draws them without replacement with probabilities proportional
-  to their scores (Gumbel top-k: the `B` largest `log(score) + Gumbel noise`), `"top"` takes the `B` best (ties in
-  random order).
+  to their scores raised to `1 / temperature` (Gumbel top-k), `"top"` takes the `B` best (ties in random order).
 """
 
 from typing import Any
 
 import numpy as np
-
-
-SELECTIONS = ("top", "sample", "thompson")
 
 
 class CandidatePass:
