@@ -20,6 +20,7 @@ import dataclasses
 import inspect
 import logging
 import os
+import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ATTACH_FIX = "Attach it explicitly: `trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
+_REUSED = (
+    "This KGPSCallback belongs to another trainer: a callback binds to the first trainer it is passed to, and "
+    "holds that run's beliefs and sampler. Pass a new one to each trainer, e.g. "
+    "`GRPOTrainer(..., callbacks=[KGPSCallback(config)])`; to continue a run, resume it from its checkpoint."
+)
 
 
 class KGPSCallback(TrainerCallback):
@@ -118,6 +124,7 @@ class KGPSCallback(TrainerCallback):
         self._observed_count = 0
         self._predictions: deque[np.ndarray] = deque()  # sigmoid(m) of each pending batch, when it was chosen
         self._batches_scored = 0
+        self._warned_no_rewards = False
         self._last_scored: np.ndarray | None = None  # the last batch observed, which TRL may regenerate on resume
         if trainer is not None:
             self.attach(trainer)
@@ -181,6 +188,8 @@ class KGPSCallback(TrainerCallback):
     def on_init_end(self, args, state, control, **kwargs):
         if self.trainer is None:
             self.attach(self._find_trainer())
+        elif args is not self.trainer.args:  # passed to a second trainer (a notebook cell run twice)
+            raise RuntimeError(_REUSED)
 
     def _find_trainer(self) -> Trainer:
         """The `Trainer` whose `__init__` is on the call stack and whose callbacks include this one."""
@@ -199,6 +208,8 @@ class KGPSCallback(TrainerCallback):
         trainer = self.trainer
         if trainer is None:
             raise RuntimeError(f"KGPSCallback is not attached to a trainer. {_ATTACH_FIX}")
+        if args is not trainer.args:
+            raise RuntimeError(_REUSED)
         if self.sampler is None:
             raise RuntimeError(
                 "The trainer's data loader does not draw from KGPS: its `_get_train_sampler` was replaced after "
@@ -301,6 +312,14 @@ class KGPSCallback(TrainerCallback):
         else:
             self.selector.update(batch, s, k)
         self._batches_scored += 1
+        if not k.any() and not self._warned_no_rewards:
+            warnings.warn(
+                f"KGPS observed no reward for generation batch {self._batches_scored}: the reward functions returned "
+                "None for every completion, so no prompt's belief changed. KGPS learns only from scored completions: "
+                "check that a reward function scores these prompts (or set success_reward to one that does).",
+                stacklevel=2,
+            )
+            self._warned_no_rewards = True
         nis = getattr(self.selector, "last_nis", None)
         seen = k > 0
         self._observed_count += int(np.count_nonzero(~self._observed[batch[seen]]))

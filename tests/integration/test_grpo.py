@@ -1,5 +1,7 @@
 """KGPS inside the real GRPOTrainer on a tiny model: attribution, the filter's state, lag, binding."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -182,6 +184,38 @@ def test_missing_rewards_do_not_count_toward_k(tmp_path, model, tokenizer):
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     assert kgps.selector.mean[[0, 1]].tolist() == [0.0, 0.0], "prompts without any reward were never observed"
     assert not kgps._observed[[0, 1]].any() and kgps._observed[2:].all()
+
+
+def test_rewards_that_are_all_none_give_one_warning_from_kgps(tmp_path, model, tokenizer):
+    events = []
+    reward = FaultyReward(events, none_prompts=set(range(16)))
+    trainer, kgps = faulty_run(tmp_path, model, tokenizer, reward, events, max_steps=6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    ours = [w for w in caught if "KGPS observed no reward" in str(w.message)]
+    assert len(ours) == 1 and "returned None for every completion" in str(ours[0].message)
+    assert not kgps._observed.any()
+
+
+def test_a_callback_passed_to_a_second_trainer_raises_with_the_fix(tmp_path, model, tokenizer):
+    kgps = KGPSCallback()
+
+    def build():
+        return trl.GRPOTrainer(
+            model=model,
+            reward_funcs=RewardLog(events=[]),
+            args=trainer_args(tmp_path, max_steps=2),
+            train_dataset=prompt_dataset(16),
+            processing_class=tokenizer,
+            callbacks=[kgps],
+        )
+
+    first = build()
+    first.train()
+    # A notebook cell run twice: the same callback object, a new trainer.
+    with pytest.raises(RuntimeError, match=r"belongs to another trainer.*Pass a new one to each trainer"):
+        build()
 
 
 def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent(tmp_path, model, tokenizer):
