@@ -265,12 +265,12 @@ class KGPSConfig:
             "candidates",
             self.candidates,
             minimum=0.0,
-            fix="use a multiple of the batch size such as 4, or 0 to choose among all prompts",
+            fix="use a multiple of the batch size such as 16, or 0 to choose among all prompts",
         )
         if 0 < self.candidates < 1:
             raise ValueError(
                 f"candidates must be 0 or at least 1 (a multiple of the batch size), got {self.candidates!r}: "
-                "use e.g. 4, or 0 to choose among all prompts."
+                "use e.g. 16, or 0 to choose among all prompts."
             )
         _check_real(
             "process_noise_adaptation",
@@ -292,7 +292,8 @@ class KGPSConfig:
     def paper(cls, **overrides) -> "KGPSConfig":
         """
         The paper's method, exactly (App. B, Algorithm 1): one uniform warmup epoch, the Kalman update on
-        logit(s/k), the posterior-expected p(1-p), the top-B over all prompts and a fixed gamma. `overrides` set any other field (e.g. `gamma=0.05`) or undo one of these choices.
+        logit(s/k), the posterior-expected p(1-p), the top-B over all prompts and a fixed gamma. `overrides` set any
+        other field (e.g. `gamma=0.05`) or undo one of these choices.
 
         Example:
 

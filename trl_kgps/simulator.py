@@ -12,7 +12,8 @@ the reward variance of a trained prompt's group (0 for prompts not trained on): 
 rollouts all agree has no advantage and teaches nothing. The parameter-update norm the
 selectors see is \\(\lVert \Delta\theta \rVert = \texttt{norm\_scale} \cdot \eta_t\\). Initial logits are
 \\(\mathcal{N}(\texttt{initial\_mean}, \texttt{initial\_spread}^2)\\). The first `num_prompts // B` steps are a
-uniform warmup epoch for every method.
+uniform warmup epoch for every method but the oracles and KGPS configured without one (the default), which select
+from the first step; every method is measured over the steps after it, at the rollouts it has spent.
 
 `DS` (DAPO dynamic sampling) draws prompts in TRL's order, rolls each out, and keeps only groups with `0 < s < k`
 until it has `B`; every rollout it spends counts. `oracle` knows every \\(\psi_i\\) and draws the `B` prompts with
@@ -178,7 +179,7 @@ def _selector(method: str, num_prompts: int, seed: int):
 
 
 def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trace:
-    """Runs `method` (one of `METHODS`) for `steps` steps after a warmup epoch; returns its `Trace`."""
+    """Runs `method` (one of `METHODS`) for `steps` steps after the warmup epoch's length; returns its `Trace`."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
     world = np.random.default_rng([seed, 1])  # the policy and the rollouts: identical across methods
