@@ -277,9 +277,9 @@ class KGPSSelector(FromPretrainedMixin):
 
     def select(self, batch_size: int, exclude: ArrayLike | None = None) -> np.ndarray:
         """
-        The next batch: `batch_size` distinct prompts, chosen by `config.selection` among the next
-        `ceil(config.candidates * batch_size)` prompts of a seeded pass over the pool (among all prompts when
-        `candidates=0`).
+        The next batch: `batch_size` distinct prompts, chosen by `config.selection` among
+        `ceil(config.candidates * batch_size)` candidates — drawn at random, or the next ones of a seeded pass over
+        the pool with `candidate_pass=True` — or among all prompts when `candidates=0`.
 
         With the paper's rule (`selection="top"`, `candidates=0`) these are the prompts of largest utility. Prompts
         of equal utility are chosen among, and ordered, by the seeded generator, never by their index.
