@@ -44,7 +44,12 @@ def main(model_dir, out):
     result = {"rank": dist.get_rank(), "norm": norm, "reference": full, "sharded": sharded, "params": len(params)}
     with open(out.replace(".json", f".{dist.get_rank()}.json"), "w") as f:
         json.dump(result, f)
+    # About 1 run in 25 ends with one rank aborting ("terminate called without an active exception", SIGABRT, no
+    # Python error; docs/reliability.md). The barrier keeps a rank from tearing gloo down while the other is still in
+    # the last collective; the line below tells, in the output of a failing run, whether each rank got this far.
+    dist.barrier()
     dist.destroy_process_group()
+    print(f"rank {result['rank']}: results written, process group destroyed", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
