@@ -64,7 +64,16 @@ def test_ddp_ranks_select_identically_from_gathered_rewards(tmp_path):
 
 def test_fsdp2_sharded_delta_norm_equals_the_single_process_norm(tmp_path):
     build_model(80).save_pretrained(tmp_path / "model")
-    torchrun("fsdp_delta_norm.py", str(tmp_path / "model"), str(tmp_path / "out.json"), cwd=tmp_path)
+    done = torchrun(
+        "fsdp_delta_norm.py", str(tmp_path / "model"), str(tmp_path / "out.json"), cwd=tmp_path, check=False
+    )
+    # About 1 run in 25, one rank aborts with "terminate called without an active exception" (docs/reliability.md).
+    # An abort after both ranks have written their norms and destroyed their process group happens at interpreter
+    # exit, outside what this test checks, and is let through; an abort at any other point fails the test.
+    finished = all(f"rank {r}: results written, process group destroyed" in done.stderr for r in (0, 1))
+    exit_abort = finished and "terminate called without an active exception" in done.stderr
+    assert done.returncode == 0 or exit_abort, done.stdout[-3000:] + done.stderr[-5000:]
+    assert finished, done.stderr[-5000:]
     ranks = [json.loads((tmp_path / f"out.{r}.json").read_text()) for r in (0, 1)]
     for rank in ranks:
         assert rank["sharded"] == rank["params"] > 0, "the parameters were not sharded"
