@@ -147,18 +147,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 def train(script_args, training_args, kgps_args, model_args) -> dict:
-    from trl import GRPOTrainer, get_peft_config
-
     threads = torch.get_num_threads()
     if not torch.cuda.is_available() and (script_args.threads or model_args.model_name_or_path is None):
         torch.set_num_threads(script_args.threads or 1)
     try:
-        return _train(script_args, training_args, kgps_args, model_args, GRPOTrainer, get_peft_config)
+        return _train(script_args, training_args, kgps_args, model_args)
     finally:
         torch.set_num_threads(threads)  # as it was, for a caller in the same process (a notebook, a test)
 
 
-def _train(script_args, training_args, kgps_args, model_args, GRPOTrainer, get_peft_config) -> dict:
+def _train(script_args, training_args, kgps_args, model_args) -> dict:
+    from trl import GRPOTrainer, get_peft_config
+
     model, tokenizer = _policy(script_args, model_args, training_args.seed)
     if script_args.dataset_name is None:
         problems = arithmetic.make_dataset(script_args.num_prompts + script_args.num_eval_prompts, seed=1)
@@ -191,7 +191,7 @@ def _train(script_args, training_args, kgps_args, model_args, GRPOTrainer, get_p
     summary = _summary(trainer, kgps, before, after, script_args.selector)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
-        _write_model_card(trainer, training_args, script_args.dataset_name)
+        _write_model_card(trainer, training_args, script_args.dataset_name, model_args.model_name_or_path is None)
         with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
         levels = train_dataset["level"] if "level" in train_dataset.column_names else None
@@ -219,16 +219,18 @@ def _progress_bar_only(trainer) -> None:
         trainer.add_callback(_ProgressBar)
 
 
-def _write_model_card(trainer, training_args, dataset_name: str | None) -> None:
+def _write_model_card(trainer, training_args, dataset_name: str | None, built_here: bool) -> None:
     """
     TRL's card (with KGPS's section), named after `--hub_model_id` or the output folder, its quick start pointing
-    there; a dataset link only for a Hub dataset; and, for a model built here from a config (no Hub base model),
-    a sentence that says so instead of TRL's link to `huggingface.co/None`.
+    there; a dataset link only for a Hub dataset; and, for the built-in model (`built_here`: made from a config, no
+    Hub base model), a sentence that says so instead of TRL's link to `huggingface.co/None`.
     """
     repo = training_args.hub_model_id or os.path.basename(os.path.normpath(training_args.output_dir))
     if trainer.hub_model_id is None:
         trainer.hub_model_id = repo  # where TRL's quick start loads the model from
     trainer.create_model_card(model_name=repo.split("/")[-1], dataset_name=dataset_name)
+    if not built_here:
+        return
     path = os.path.join(training_args.output_dir, "README.md")
     with open(path) as f:
         card = f.read()
