@@ -406,7 +406,8 @@ def main(argv=None) -> None:
         for seed in seeds:
             outcome = run(setting, method, seed, args)
             results["runs"][method][str(seed)] = _curves(outcome)
-            trajectories += _rows(outcome, method, seed, setting.train)
+            if not args.summary_only:  # the parquet's rows, which --summary_only does not write
+                trajectories += _rows(outcome, method, seed, setting.train)
             summary = results["runs"][method][str(seed)]["summary"]
             print(
                 f"{method} seed {seed}: held-out {summary['final_heldout_accuracy']:.3f}, unanimous "
@@ -416,14 +417,7 @@ def main(argv=None) -> None:
     results["wall_s"] = time.perf_counter() - start
     results["summary"] = _summarize(results["runs"])
     results["paired"] = paired(results)
-    if args.summary_only:
-        with open(os.path.join(args.out, "real_cpu.json"), "w") as f:
-            json.dump(results, f, indent=1)
-        with open(os.path.join(args.out, "real_cpu.md"), "w") as f:
-            f.write(_markdown(results))
-        print(_markdown(results))
-    else:
-        _write(results, trajectories, args.out)
+    _write(results, None if args.summary_only else trajectories, args.out)
 
 
 def _curves(outcome: dict) -> dict:
@@ -541,22 +535,25 @@ def _summarize(runs: dict) -> dict:
     return summary
 
 
-def _write(results: dict, trajectories: list[dict], out: str) -> None:
-    import pandas as pd
-
+def _write(results: dict, trajectories: list[dict] | None, out: str) -> None:
+    """real_cpu.json and the report; with `trajectories` (not `--summary_only`), the parquet file and the plots."""
     with open(os.path.join(out, "real_cpu.json"), "w") as f:
         json.dump(results, f, indent=1)
-    frame = pd.DataFrame(trajectories).astype({"true_success": "float32", "predicted_success": "float32"})
-    frame.to_parquet(os.path.join(out, "real_cpu_trajectories.parquet"), index=False)
-    _report(results, out)
+    if trajectories is not None:
+        import pandas as pd
+
+        frame = pd.DataFrame(trajectories).astype({"true_success": "float32", "predicted_success": "float32"})
+        frame.to_parquet(os.path.join(out, "real_cpu_trajectories.parquet"), index=False)
+    _report(results, out, plots=trajectories is not None)
 
 
-def _report(results: dict, out: str) -> None:
+def _report(results: dict, out: str, plots: bool = True) -> None:
     table = _markdown(results)
     with open(os.path.join(out, "real_cpu.md"), "w") as f:
         f.write(table)
     print(table)
-    _plot(results, out)
+    if plots:
+        _plot(results, out)
 
 
 def _spread(values: list[float], digits: int, percent: bool = False) -> str:
