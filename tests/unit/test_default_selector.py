@@ -197,3 +197,14 @@ def test_recent_batches_match_a_brute_force_count_over_the_window():
         history.append(batch)
         assert repeats == expected_repeats
         assert recent.unique_prompts == np.unique(np.concatenate(history[-5:])).size
+
+
+def test_a_state_with_a_bad_drift_is_refused_and_leaves_the_selector_unchanged():
+    selector = KGPSSelector(10, KGPSConfig(shared_drift=0.1), seed=3)
+    selector.update([0, 1], [8, 0], [8, 8])
+    before = selector.state_dict()
+    bad = {**before, "mean": np.full(10, 1.5, dtype=np.float32), "drift": float("nan")}
+    with pytest.raises(ValueError, match="drift"):
+        selector.load_state_dict(bad)
+    for name, value in selector.state_dict().items():
+        np.testing.assert_equal(value, before[name], err_msg=name)

@@ -363,7 +363,7 @@ class KGPSSelector(FromPretrainedMixin):
                 f"state has version {state['version']!r}, but this trl-kgps reads versions 1 and {STATE_VERSION}. "
                 "Load it with the trl-kgps release that saved it."
             )
-        # Version 1 (trl-kgps <= 0.3) had only the paper's selector: no pass, no calibration.
+        # Version 1 (trl-kgps 0.1) had only the paper's selector: no pass, no calibration, no drift.
         state = {**_VERSION_1_DEFAULTS, **state}
         if state["num_prompts"] != self.num_prompts:
             raise ValueError(
@@ -388,12 +388,14 @@ class KGPSSelector(FromPretrainedMixin):
             raise ValueError(
                 f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
             )
+        drift = check_scalar("drift", state["drift"])
+        last_nis = float(state["last_nis"])  # NaN before the first update
         candidate_pass = CandidatePass(self.num_prompts)
         candidate_pass.load_state_dict(state)
+        # Everything checked: only now does this selector change.
         self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
         self._pass, self._gamma_scale, self._group_size_seen = candidate_pass, gamma_scale, group_size_seen
-        self._drift = check_scalar("drift", state["drift"])
-        self.last_nis = float(state["last_nis"])
+        self._drift, self.last_nis = drift, last_nis
         self._ranking.invalidate()
 
     @classmethod
