@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from trl_kgps import KGPSSelector
-from trl_kgps import _checkpoint as checkpoint
+from trl_kgps import _state_file as state_file
 
 
 def main():
@@ -21,17 +21,17 @@ def main():
     print("|---|---|---|---|")
     for n in (1_000_000, 10_000_000):
         # What the callback writes for a pool of n prompts: the selector's state, the observed flags, the counts.
-        arrays, meta = checkpoint.pack_selector(KGPSSelector(n).state_dict())
+        arrays, meta = state_file.pack_selector(KGPSSelector(n).state_dict())
         arrays.update(observed=np.ones(n, dtype=bool), times_selected=np.ones(n, dtype=np.int32))
         with tempfile.TemporaryDirectory() as directory:
-            path = os.path.join(directory, checkpoint.STATE_FILE)
+            path = os.path.join(directory, state_file.STATE_FILE)
             saves, loads = [], []
             for _ in range(3):
                 t0 = time.perf_counter()
-                checkpoint.save(path, arrays, meta)
+                state_file.save(path, arrays, meta)
                 saves.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                checkpoint.load(path)
+                state_file.load(path)
                 loads.append(time.perf_counter() - t0)
             size = os.path.getsize(path)
         print(

@@ -1,14 +1,21 @@
 """
-What KGPS adds to a training run, measured beside the same run without it.
+What KGPS adds to a training run, measured beside the same run without it, on the CPU.
 
-1. A GRPO run: the same tiny model, data and seed, trained with TRL's own sampler and with `KGPSCallback`; the
-   median `step_time` TRL logs, the whole run's time, their ratios, and the time spent inside KGPS's own hooks.
-2. The parameter-update norm: `ParameterDelta.step()` (exact, and on a 1 % sample) against one AdamW step on
-   the same float32 parameters (10M and 100M), with the memory its reference copy takes.
+1. GRPO on the tiny test model (75k parameters): the same model, data and seed, trained with TRL's own sampler and
+   with `KGPSCallback`; the median `step_time` TRL logs, the whole run's time, their ratios, and the time spent in
+   KGPS's own work (selection, observations, the norm).
+2. The same comparison on a 54M-parameter Qwen2 built from a config, and the memory of KGPS's reference copy
+   against the trainable parameters'.
+3. The parameter-update norm on that model's parameters: `ParameterDelta.step()`, exact (`delta_norm_sample=1`) and
+   on the default 1 % sample, against one AdamW step on the same parameters, in float32 and bfloat16, with the time
+   and bytes per tracked value that `benchmarks/delta_norm_cost_table.py` scales to 0.6B-70B models.
 
-Run: `python benchmarks/bench_trl_overhead.py` (about two minutes on 2 CPU cores).
+Run: `python benchmarks/bench_trl_overhead.py --json benchmarks/results/trl_overhead.json` (about 4 minutes on 2 CPU
+cores); `--quick` runs every part with few steps, to check that it works.
 """
 
+import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -27,7 +34,8 @@ from trl_kgps._distributed import ParameterDelta  # noqa: E402
 
 
 class TimedKGPS(KGPSCallback):
-    """KGPSCallback that adds up the time spent in its own work: selection, observations, the delta norm."""
+    """KGPSCallback that adds up the time spent in its own work: observations and the norm here, selection from the
+    `kgps/select_ms` it logs."""
 
     seconds = 0.0
 
@@ -37,10 +45,6 @@ class TimedKGPS(KGPSCallback):
         self.seconds += time.perf_counter() - t0
         return result
 
-    def _on_new_batch(self, batch, lag):
-        self.seconds += self.sampler.last_select_seconds
-        return self._timed(super()._on_new_batch, batch, lag)
-
     def _observe(self, rewards_per_func, inputs):
         return self._timed(super()._observe, rewards_per_func, inputs)
 
@@ -48,15 +52,35 @@ class TimedKGPS(KGPSCallback):
         return self._timed(super().on_optimizer_step, args, state, control)
 
 
-def grpo_run(callback, steps: int) -> tuple[list[float], float]:
-    """Step times of a tiny GRPO run (completions forced to full length, so every step does the same work)."""
+def medium_model(tokenizer) -> torch.nn.Module:
+    """A Qwen2 of 54.3M parameters (14 layers of width 576) for `tokenizer`, in float32."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=576,
+        intermediate_size=1728,
+        num_hidden_layers=14,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+def grpo_run(callback, steps: int, build=build_model, **overrides) -> tuple[list[float], float, dict]:
+    """Step times of a GRPO run (completions forced to full length, so every step does the same work), the whole
+    run's time, and what it leaves to measure."""
     from trl import GRPOTrainer
 
     tokenizer = build_tokenizer(WORDS)
+    completion = overrides.get("max_completion_length", 4)
     with tempfile.TemporaryDirectory() as out:
-        args = trainer_args(out, max_steps=steps, generation_kwargs={"min_new_tokens": 4})
+        args = trainer_args(out, max_steps=steps, generation_kwargs={"min_new_tokens": completion}, **overrides)
         trainer = GRPOTrainer(
-            model=build_model(len(tokenizer)),
+            model=build(tokenizer),
             reward_funcs=RewardLog(),
             args=args,
             train_dataset=prompt_dataset(64),
@@ -66,16 +90,69 @@ def grpo_run(callback, steps: int) -> tuple[list[float], float]:
         t0 = time.perf_counter()
         trainer.train()
         total = time.perf_counter() - t0
-    times = [entry["step_time"] for entry in trainer.state.log_history if "step_time" in entry]
-    return times[5:], total  # the first steps warm caches up
+    logs = trainer.state.log_history
+    times = [entry["step_time"] for entry in logs if "step_time" in entry]
+    seen = {
+        "select_seconds": sum(entry.get("kgps/select_ms", 0.0) for entry in logs) / 1e3,
+        "parameters": [p for p in trainer.model.parameters() if p.requires_grad],
+    }
+    if callback is not None:
+        seen["snapshots"] = callback._delta.snapshots
+    return times, total, seen
 
 
-def delta_norm_cost(num_params: int, sample: float, repeats: int = 5) -> tuple[float, float, int]:
-    param = torch.nn.Parameter(torch.randn(num_params))
-    param.grad = torch.randn(num_params)
-    optimizer = torch.optim.AdamW([param], lr=1e-6)
-    optimizer.step()  # allocate the moments
-    delta = ParameterDelta([param], sample=sample)
+def compare(steps: int, repeats: int, skip: int, build=build_model, **overrides) -> dict:
+    """TRL's sampler against KGPSCallback, alternated `repeats` times so that drift of a shared machine hits both
+    alike; the first `skip` steps of each run warm caches up and are left out of the medians."""
+    plain_times, kgps_times, totals, own = [], [], {"plain": 0.0, "kgps": 0.0}, 0.0
+    for _ in range(repeats):
+        times, total, _ = grpo_run(None, steps, build, **overrides)
+        plain_times += times[skip:]
+        totals["plain"] += total
+        kgps = TimedKGPS()
+        times, total, seen = grpo_run(kgps, steps, build, **overrides)
+        kgps_times += times[skip:]
+        totals["kgps"] += total
+        own += kgps.seconds + seen["select_seconds"]
+    parameters = seen["parameters"]
+    return {
+        "plain_step": statistics.median(plain_times),
+        "kgps_step": statistics.median(kgps_times),
+        "plain_total": totals["plain"],
+        "kgps_total": totals["kgps"],
+        "own_per_step": own / (repeats * steps),
+        "own_share": own / totals["kgps"],
+        "parameters": sum(p.numel() for p in parameters),
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
+        "copy_bytes": sum(s.numel() * s.element_size() for s in seen["snapshots"]),
+    }
+
+
+def report_run(name: str, steps: int, repeats: int, run: dict) -> None:
+    p, k = run["plain_step"], run["kgps_step"]
+    print(f"GRPO, {name} ({run['parameters'] / 1e6:.2f}M parameters) on CPU, {repeats} x {steps} steps each:")
+    print(f"  median step: TRL sampler {p * 1e3:.1f} ms, KGPSCallback {k * 1e3:.1f} ms (ratio {k / p:.3f})")
+    print(
+        f"  whole runs:  TRL sampler {run['plain_total']:.2f} s, KGPSCallback {run['kgps_total']:.2f} s "
+        f"(ratio {run['kgps_total'] / run['plain_total']:.3f})"
+    )
+    print(f"  KGPS's own work: {run['own_per_step'] * 1e3:.2f} ms a step, {run['own_share']:.2%} of the runs")
+    print(
+        f"  reference copy (delta_norm_sample=0.01): {run['copy_bytes'] / 2**20:.2f} MiB, "
+        f"{run['copy_bytes'] / run['parameter_bytes']:.3%} of the trainable parameters' "
+        f"{run['parameter_bytes'] / 2**20:.1f} MiB\n"
+    )
+
+
+def norm_cost(dtype: torch.dtype, sample: float, repeats: int) -> dict:
+    """`ParameterDelta.step()` on the 54M model's parameters against one AdamW step on the same parameters."""
+    model = medium_model(build_tokenizer(WORDS)).to(dtype)
+    parameters = list(model.parameters())
+    for p in parameters:
+        p.grad = torch.randn_like(p)
+    optimizer = torch.optim.AdamW(parameters, lr=1e-6)
+    optimizer.step()  # allocates the moments
+    delta = ParameterDelta(parameters, sample=sample)
     delta.reset()
     adam, norm = [], []
     for _ in range(repeats):
@@ -85,45 +162,54 @@ def delta_norm_cost(num_params: int, sample: float, repeats: int = 5) -> tuple[f
         t0 = time.perf_counter()
         delta.step()
         norm.append(time.perf_counter() - t0)
-    snapshot_bytes = sum(s.numel() * s.element_size() for s in delta.snapshots)
-    return statistics.median(norm), statistics.median(adam), snapshot_bytes
+    values = sum(p.numel() for p in parameters)
+    tracked = sum(s.numel() for s in delta.snapshots)
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "sample": sample,
+        "values": values,
+        "tracked": tracked,
+        "norm_seconds": statistics.median(norm),
+        "adam_seconds": statistics.median(adam),
+        "ns_per_tracked": statistics.median(norm) / tracked * 1e9,
+        "ns_per_value_adam": statistics.median(adam) / values * 1e9,
+        "bytes_per_tracked": sum(s.numel() * s.element_size() for s in delta.snapshots) / tracked,
+    }
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="few steps and repeats: checks that every part runs")
+    parser.add_argument("--json", help="also write every figure, and the per-value constants, to this file")
+    cli = parser.parse_args()
     torch.set_num_threads(2)
-    steps = 60
-    grpo_run(None, 10)  # warms up torch and the tokenizer, so neither measured run pays for it
-    plain_times, kgps_times, totals = [], [], {"plain": 0.0, "kgps": 0.0}
-    kgps_seconds = 0.0
-    for _ in range(2):  # alternate, so that drift of the shared machine hits both alike
-        times, total = grpo_run(None, steps)
-        plain_times += times
-        totals["plain"] += total
-        kgps = TimedKGPS()
-        times, total = grpo_run(kgps, steps)
-        kgps_times += times
-        totals["kgps"] += total
-        kgps_seconds += kgps.seconds
-    p, k = statistics.median(plain_times), statistics.median(kgps_times)
-    print(f"GRPO, tiny model on CPU, 2 x {steps} steps each:")
-    print(f"  median step: TRL sampler {p * 1e3:.1f} ms, KGPSCallback {k * 1e3:.1f} ms (ratio {k / p:.3f})")
-    print(
-        f"  whole runs:  TRL sampler {totals['plain']:.2f} s, KGPSCallback {totals['kgps']:.2f} s "
-        f"(ratio {totals['kgps'] / totals['plain']:.3f})"
-    )
-    print(
-        f"  KGPS's own work: {kgps_seconds / (2 * steps) * 1e3:.2f} ms a step, "
-        f"{kgps_seconds / totals['kgps']:.1%} of the runs\n"
-    )
-    print("| parameters | sample | delta norm | AdamW step | norm / AdamW | reference copy |")
-    print("|---|---|---|---|---|---|")
-    for num_params in (10_000_000, 100_000_000):
+    tiny_steps, medium_steps, repeats = (8, 3, 1) if cli.quick else (60, 8, 2)
+    results = {}
+
+    grpo_run(None, 4 if cli.quick else 10)  # warms up torch and the tokenizer, so neither measured run pays for it
+    results["tiny"] = compare(tiny_steps, repeats, skip=5 if tiny_steps > 10 else 1)
+    report_run("tiny model", tiny_steps, repeats, results["tiny"])
+
+    # Completions of 16 tokens at lr 1e-5: every step generates, scores and updates all 54M parameters.
+    medium = dict(max_completion_length=16, learning_rate=1e-5)
+    results["medium"] = compare(medium_steps, repeats, skip=2 if medium_steps > 3 else 1, build=medium_model, **medium)
+    report_run("Qwen2 of 14 layers", medium_steps, repeats, results["medium"])
+
+    print("Parameter-update norm on the 54M model's parameters, against an AdamW step on them:\n")
+    print("| dtype | sample | tracked values | delta norm | AdamW step | norm / AdamW | ns per tracked value | copy |")
+    print("|---|---|---|---|---|---|---|---|")
+    results["norm"] = []
+    for dtype in (torch.float32, torch.bfloat16):
         for sample in (1.0, 0.01):
-            norm, adam, memory = delta_norm_cost(num_params, sample)
+            cost = norm_cost(dtype, sample, repeats=3 if cli.quick else 7)
+            results["norm"].append(cost)
             print(
-                f"| {num_params / 1e6:.0f}M | {sample:g} | {norm * 1e3:.1f} ms | {adam * 1e3:.1f} ms | "
-                f"{norm / adam:.1%} | {memory / 2**20:.1f} MiB |"
+                f"| {cost['dtype']} | {sample:g} | {cost['tracked'] / 1e6:.3g}M | {cost['norm_seconds'] * 1e3:.2f} ms | "
+                f"{cost['adam_seconds'] * 1e3:.1f} ms | {cost['norm_seconds'] / cost['adam_seconds']:.2%} | "
+                f"{cost['ns_per_tracked']:.2f} | {cost['tracked'] * cost['bytes_per_tracked'] / 2**20:.2f} MiB |"
             )
+    if cli.json:
+        Path(cli.json).write_text(json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":

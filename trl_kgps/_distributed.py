@@ -45,31 +45,33 @@ class ParameterDelta:
     r"""
     \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over trainable parameters, between two calls of `step()`.
 
-    Keeps a copy of this rank's share of every trainable parameter at full precision (its own dtype, or float32 for
-    bf16/fp16: a bf16 copy of fp32 weights would round by more than an Adam step at lr 1e-6), takes differences in
-    float32 or float64 (exact for bf16/fp16 values, and for fp32 steps small against the weight), sums their
-    squares in float64, divides each rank's sum by how many ranks hold the same values, and all-reduces once —
-    exact for one process, DDP, FSDP2 and DeepSpeed ZeRO-1/2/3 alike, and for the LoRA adapters under PEFT (then
-    the only trainable parameters).
+    Keeps a reference copy of this rank's share of every trainable parameter in the parameter's own dtype (lossless;
+    a bf16 copy of fp32 weights would round by more than an Adam step at lr 1e-6), takes differences in float32
+    (exact for bf16/fp16 values, and for fp32 steps small against the weight), sums their squares in float64,
+    divides each rank's sum by how many ranks hold the same values, and all-reduces once: exact for one process,
+    DDP, FSDP2 and DeepSpeed ZeRO-1/2/3 alike, and for the LoRA adapters under PEFT (then the only trainable
+    parameters).
 
-    With `sample < 1`, only every `round(1 / sample)`-th coordinate of each parameter, from a seeded random offset,
-    is copied and compared, and the squares are scaled back: an unbiased estimate of the squared norm for that
-    fraction of the memory.
+    With `sample < 1`, this rank's trainable values are read as one vector, parameter after parameter, and only every
+    \\(s\\)-th of them, \\(s = \mathrm{round}(1 / \text{sample})\\), is copied and compared, from one seeded offset
+    \\(o \in [0, s)\\): each value is tracked with probability \\(1 / s\\), so \\(s\\) times the tracked squares is
+    an unbiased estimate of the squared norm, and a rank holding \\(n\\) values copies at most
+    \\(\lceil n / s \rceil\\) of them, small tensors included (1 % of its trainable memory at the default 0.01).
 
     Args:
         parameters (`Iterable[torch.nn.Parameter]`): the model's parameters; those without `requires_grad` are skipped.
-        sample (`float`, *optional*, defaults to `1.0`): the fraction of coordinates to track.
-        seed (`int`, *optional*, defaults to `0`): seeds the sampled offsets.
+        sample (`float`, *optional*, defaults to `1.0`): the fraction of values to track.
+        seed (`int`, *optional*, defaults to `0`): seeds the offset \\(o\\).
     """
 
     def __init__(self, parameters: Iterable[torch.nn.Parameter], sample: float = 1.0, seed: int = 0):
         self.parameters = [p for p in parameters if p.requires_grad]
         self.stride = max(1, round(1 / sample))
-        rng = np.random.default_rng(seed)
-        self.offsets = [int(rng.integers(self.stride)) for _ in self.parameters]
-        # Tensors of up to _BLOCK tracked values are packed per (dtype, device, weight) into one reference copy, so
-        # a step costs a few calls however many small tensors a model has; larger ones keep their own copy.
-        self._packs: dict[tuple, tuple[list[int], torch.Tensor]] | None = None
+        self.offset = int(np.random.default_rng(seed).integers(self.stride))
+        # Parameters of up to _BLOCK tracked values are packed, per (dtype, device, weight), into reference copies of
+        # at most _BLOCK values, so a step costs a few calls however many small tensors a model has and allocates
+        # at most one pack's worth; larger ones keep their own copy. Pack: (parameter indices, weight, copy).
+        self._packs: list[tuple[list[int], float, torch.Tensor]] | None = None
         self._copies: dict[int, torch.Tensor] = {}
 
     @property
@@ -77,53 +79,63 @@ class ParameterDelta:
         """The reference copies (packed ones included)."""
         if self._packs is None:
             return None
-        return [copy for _, copy in self._packs.values()] + list(self._copies.values())
+        return [copy for _, _, copy in self._packs] + list(self._copies.values())
 
-    def _tracked(self) -> list[tuple[torch.Tensor, float]]:
-        """(tracked values of this rank's piece, weight of their squared sum) for every parameter: the weight undoes
-        sampling (`numel / tracked`) and counts values replicated on several ranks once (`1 / replicas`)."""
-        tracked, world = [], world_size()
-        for param, offset in zip(self.parameters, self.offsets):
+    def _tracked(self) -> dict[int, tuple[torch.Tensor, float]]:
+        """{parameter index: (tracked values of this rank's piece, weight of their squared sum)} for the parameters
+        with a tracked value: the weight undoes sampling (`stride`) and counts values replicated on several ranks
+        once (`1 / replicas`)."""
+        tracked, world, start = {}, world_size(), 0
+        for i, param in enumerate(self.parameters):
             local, replicas = _local_shard(param, world)
             flat = local.detach().reshape(-1)
-            if self.stride > 1 and flat.numel() >= self.stride:
-                picked = flat[offset :: self.stride]
-                tracked.append((picked, flat.numel() / picked.numel() / replicas))
-            else:
-                tracked.append((flat, 1.0 / replicas))
+            # this rank's vector is tracked at positions o, o + s, o + 2s, ...; this piece holds [start, start + n):
+            # stride 100, offset 7, start 250 -> first = (7 - 250) % 100 = 57, the value at position 307
+            first = (self.offset - start) % self.stride
+            start += flat.numel()
+            if first < flat.numel():
+                tracked[i] = (flat[first :: self.stride], self.stride / replicas)
         return tracked
 
     @torch.no_grad()
     def reset(self) -> None:
         """Takes the reference copy."""
-        self._packs, self._copies = {}, {}
+        self._packs, self._copies = [], {}
         groups: dict[tuple, list[int]] = {}
         tracked = self._tracked()
-        for i, (values, weight) in enumerate(tracked):
+        for i, (values, weight) in tracked.items():
             if values.numel() > _BLOCK:
                 self._copies[i] = values.clone()
             else:
                 groups.setdefault((values.dtype, values.device, weight), []).append(i)
-        for key, members in groups.items():
-            self._packs[key] = (members, _exact(torch.cat([tracked[i][0] for i in members])))
+        for (_, _, weight), members in groups.items():
+            pack, size = [], 0
+            for i in members:
+                if pack and size + tracked[i][0].numel() > _BLOCK:
+                    self._packs.append((pack, weight, torch.cat([tracked[j][0] for j in pack])))
+                    pack, size = [], 0
+                pack.append(i)
+                size += tracked[i][0].numel()
+            self._packs.append((pack, weight, torch.cat([tracked[j][0] for j in pack])))
 
     @torch.no_grad()
     def step(self) -> float:
         """The norm of the change since the last `reset()` or `step()`, and a new reference copy. Collective."""
         if self._packs is None:
             raise RuntimeError("ParameterDelta.step() before reset(): there is no reference copy to compare with.")
-        tracked = self._tracked()
-        if not tracked:
+        if not self.parameters:
             return 0.0
-        total = torch.zeros((), dtype=torch.float64, device=tracked[0][0].device)
-        for key, (members, old) in self._packs.items():
-            new = _exact(torch.cat([tracked[i][0] for i in members]))
-            diff = (new - old).double()
-            total += _squared_norm(diff).to(total.device) * key[2]
-            self._packs[key] = (members, new)
+        tracked = self._tracked()
+        # every rank joins the all-reduce, also one whose sample missed all of its (small) shard
+        device = _local_shard(self.parameters[0], world_size())[0].device
+        total = torch.zeros((), dtype=torch.float64, device=device)
+        for p, (members, weight, old) in enumerate(self._packs):
+            new = torch.cat([tracked[i][0] for i in members])
+            total += _squared_norm((_exact(new) - _exact(old)).double()).to(device) * weight
+            self._packs[p] = (members, weight, new)
         for i, old in self._copies.items():
             values, weight = tracked[i]
-            total += _squared_change(values, old).to(total.device) * weight
+            total += _squared_change(values, old).to(device) * weight
         if world_size() > 1:
             dist.all_reduce(total)
         return float(total.sqrt())
@@ -157,13 +169,14 @@ def fingerprint(*arrays: np.ndarray) -> int:
     return checksum
 
 
-def ranks_all(flag: bool, device: torch.device | str = "cpu") -> bool:
-    """Whether `flag` holds on every rank. Collective; free on one process."""
+def gather_indices(local: np.ndarray, device: torch.device | str = "cpu") -> np.ndarray:
+    """Every rank's `local` int64 array (all of one length), concatenated in rank order. Collective."""
     if world_size() == 1:
-        return flag
-    value = torch.tensor([int(flag)], dtype=torch.int64, device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MIN)
-    return bool(value.item())
+        return local
+    mine = torch.as_tensor(local, dtype=torch.int64, device=device)
+    everyone = [torch.empty_like(mine) for _ in range(world_size())]
+    dist.all_gather(everyone, mine)
+    return torch.cat(everyone).cpu().numpy()
 
 
 def check_ranks_agree(what: str, value: int, device: torch.device | str = "cpu") -> None:

@@ -1,8 +1,13 @@
-"""The paper's estimation metrics, with numpy only."""
+"""The `kgps/*` metrics of a scored batch: the paper's estimation metrics and the locking ones, with numpy only."""
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+
+if TYPE_CHECKING:
+    from ._rounds import Scored
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
@@ -51,3 +56,35 @@ class RecentBatches:
             self._counts[old] -= 1
             self.unique_prompts -= int(np.count_nonzero(self._counts[old] == 0))
         return repeats
+
+
+def batch_metrics(scored: "Scored", recent: RecentBatches, coverage: float, nis: float | None) -> dict[str, float]:
+    """
+    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (added to `recent`),
+    `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a scored rollout
+    `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman` (predicted against
+    empirical success `s / k`).
+    """
+    s, k, predicted = scored.successes, scored.trials, scored.predicted
+    metrics = {
+        "kgps/lag": scored.chosen.lag,
+        "kgps/repeats": recent.add(scored.indices),
+        "kgps/unique_prompts": recent.unique_prompts,
+        "kgps/coverage": coverage,
+        "kgps/predicted_success": float(predicted.mean()),
+    }
+    if scored.chosen.select_seconds is not None:  # chosen by the selector, not the warmup
+        metrics["kgps/select_ms"] = 1e3 * scored.chosen.select_seconds
+    seen = k > 0
+    if not seen.any():
+        return metrics
+    empirical = s[seen] / k[seen]
+    metrics["kgps/informative"] = float(np.mean((s[seen] > 0) & (s[seen] < k[seen])))
+    if not scored.warmup:
+        if nis is not None:
+            metrics["kgps/nis"] = nis
+        metrics["kgps/mae"] = float(np.abs(predicted[seen] - empirical).mean())
+        rho = spearman(predicted[seen], empirical)
+        if np.isfinite(rho):
+            metrics["kgps/spearman"] = rho
+    return metrics

@@ -21,6 +21,7 @@ PAPER = {
     "candidate_pass": False,
     "process_noise_adaptation": 0.0,
     "shared_drift": 0.0,
+    "delta_norm_sample": 1.0,
 }
 
 
@@ -188,11 +189,11 @@ class KGPSConfig:
         },
     )
     delta_norm_sample: float = field(
-        default=1.0,
+        default=0.01,
         metadata={
-            "help": "Fraction of parameter coordinates kept to measure ||theta_t - theta_{t-1}||. 1 is exact and "
-            "keeps one copy of the trainable parameters (this rank's shard); 0.01 keeps 1% and estimates the norm "
-            "(see docs/trl.md for its measured error)."
+            "help": "Fraction of parameter coordinates kept to measure ||theta_t - theta_{t-1}||. 0.01 keeps one in a "
+            "hundred of the trainable parameters (this rank's shard) and estimates the norm (its measured error: "
+            "docs/trl.md); 1 is exact and keeps a full copy of them (the paper's preset)."
         },
     )
 

@@ -12,16 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _checkpoint as checkpoint
+from . import _state_file
 from ._report import difficulty_dataset
-from .selectors import GRESOSelector, KGPSSelector, MoPPSSelector, UniformSelector
+from .selectors import SELECTORS, class_named
 from .selectors.base import PromptSelector
 
 
 if TYPE_CHECKING:
     from datasets import Dataset
-
-_SELECTOR_CLASSES = {cls.__name__: cls for cls in (KGPSSelector, UniformSelector, MoPPSSelector, GRESOSelector)}
 
 
 def load_selector(
@@ -49,7 +47,7 @@ def load_selector(
         `ValueError`: the state holds another class than `selector_class`, or is not a readable KGPS state.
         `OSError`: not a local directory, and the Hub repo could not be reached or holds no `kgps_state.npz`.
     """
-    arrays, meta = _read(path_or_repo_id, revision, cache_dir, token)
+    arrays, meta = _state_file.read(path_or_repo_id, revision, cache_dir, token)
     return _restore(path_or_repo_id, arrays, meta, selector_class)
 
 
@@ -80,7 +78,7 @@ def difficulty_table(
     table.sort("predicted_success").select(range(10))  # the ten hardest prompts
     ```
     """
-    arrays, meta = _read(path_or_repo_id, revision, cache_dir, token)
+    arrays, meta = _state_file.read(path_or_repo_id, revision, cache_dir, token)
     selector = _restore(path_or_repo_id, arrays, meta)
     times_selected = arrays.get("times_selected")
     if times_selected is None or times_selected.shape != (selector.num_prompts,):
@@ -92,59 +90,24 @@ def difficulty_table(
     return difficulty_dataset(selector, times_selected, prompts)
 
 
-def _read(
-    path_or_repo_id: str | os.PathLike[str],
-    revision: str | None,
-    cache_dir: str | os.PathLike[str] | None,
-    token: str | bool | None,
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The state file's arrays and meta, from a local directory or else a Hub repo."""
-    location = os.fspath(path_or_repo_id)
-    if os.path.isdir(location):
-        path = os.path.join(location, checkpoint.STATE_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"{location!r} holds no {checkpoint.STATE_FILE}. Pass a trainer's output_dir after "
-                "`trainer.save_model()` or `trainer.push_to_hub()` with KGPSCallback attached, or one of its "
-                "checkpoint-N folders."
-            )
-        return checkpoint.load(path)
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError
-
-    try:
-        path = hf_hub_download(location, checkpoint.STATE_FILE, revision=revision, cache_dir=cache_dir, token=token)
-    except (OSError, ValueError, EntryNotFoundError) as error:
-        raise OSError(
-            f"{location!r} is not a local directory, and {checkpoint.STATE_FILE} could not be fetched from the Hub "
-            f"repo of that id{'' if revision is None else f' at revision {revision!r}'} ({type(error).__name__}: "
-            f"{error}). A local directory works too: pass a trainer's output_dir or a checkpoint-N folder that holds "
-            f"{checkpoint.STATE_FILE}; for the Hub, check the repo id, your connection, HF_HUB_OFFLINE and your token."
-        ) from error
-    return checkpoint.load(path)
-
-
 def _restore(
     path_or_repo_id: str | os.PathLike[str],
     arrays: dict[str, np.ndarray],
     meta: dict[str, Any],
-    selector_class: type | None = None,
+    expected: type | None = None,
 ) -> PromptSelector:
     """The selector a state file's `arrays` and `meta` describe, built and loaded; or a `ValueError` naming the fix."""
     location = os.fspath(path_or_repo_id)
-    name = meta.get("selector_class")
-    if selector_class is not None and name != selector_class.__name__:
-        raise ValueError(
-            f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "
-            f'`{name}.from_pretrained("{location}")` (from trl_kgps.selectors), or with '
-            f'`trl_kgps.load_selector("{location}")`, which builds whichever selector the state holds.'
-        )
-    if name not in _SELECTOR_CLASSES:
+    name, state = _state_file.selector_state(location, arrays, meta, expected)
+    try:
+        cls = class_named(name)
+    except KeyError:
         raise ValueError(
             f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
-            f"{sorted(_SELECTOR_CLASSES)}: build that selector yourself and pass it the state with `load_state_dict`."
-        )
+            f"{sorted(cls.__name__ for cls in SELECTORS.values())}: build that selector yourself and pass it the "
+            "state with `load_state_dict`."
+        ) from None
     try:
-        return _SELECTOR_CLASSES[name].from_state_dict(checkpoint.unpack_selector(arrays, meta))
+        return cls.from_state_dict(state)
     except (KeyError, ValueError) as error:
         raise ValueError(f"The KGPS state of {location!r} is not a readable {name} state: {error}") from None

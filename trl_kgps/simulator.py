@@ -42,8 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._metrics import spearman
-from .config import KGPSConfig
-from .selectors import SELECTORS
+from .selectors import SELECTORS, build_selector
 from .variants import VARIANTS
 
 
@@ -112,7 +111,7 @@ SCENARIOS = {
     "cpu": CPU,
 }
 
-METHODS = (*VARIANTS, "mopps", "greso", "uniform", "ds", "oracle", "oracle_greedy")
+METHODS = (*VARIANTS, *(name for name in SELECTORS if name != "kgps"), "ds", "oracle", "oracle_greedy")
 
 
 @dataclass
@@ -174,8 +173,8 @@ class _Oracle:
 def _selector(method: str, num_prompts: int, seed: int):
     """DS draws its candidates in TRL's order: a uniform selector."""
     if method in VARIANTS:
-        return SELECTORS["kgps"](num_prompts, VARIANTS[method], seed)
-    return SELECTORS["uniform" if method == "ds" else method](num_prompts, KGPSConfig(), seed)
+        return build_selector("kgps", num_prompts, VARIANTS[method], seed)
+    return build_selector("uniform" if method == "ds" else method, num_prompts, seed=seed)
 
 
 def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trace:

@@ -9,6 +9,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from teardown import finish
 from torch.distributed.tensor import DTensor, Replicate
 from transformers import AutoModelForCausalLM, DistributedConfig
 
@@ -44,12 +45,7 @@ def main(model_dir, out):
     result = {"rank": dist.get_rank(), "norm": norm, "reference": full, "sharded": sharded, "params": len(params)}
     with open(out.replace(".json", f".{dist.get_rank()}.json"), "w") as f:
         json.dump(result, f)
-    # About 1 run in 25 ends with one rank aborting ("terminate called without an active exception", SIGABRT, no
-    # Python error; docs/reliability.md). The barrier keeps a rank from tearing gloo down while the other is still in
-    # the last collective; the line below tells, in the output of a failing run, whether each rank got this far.
-    dist.barrier()
-    dist.destroy_process_group()
-    print(f"rank {result['rank']}: results written, process group destroyed", file=sys.stderr, flush=True)
+    finish()
 
 
 if __name__ == "__main__":

@@ -23,12 +23,12 @@ from trl_kgps import KGPSConfig  # noqa: E402
 def main(out_dir, disagree=False):
     events = []
     tokenizer = build_tokenizer(WORDS)
-    kgps = SpyKGPS(KGPSConfig())
+    kgps = SpyKGPS(KGPSConfig(delta_norm_sample=1.0))  # exact norms: compared with the oracle
     # 3 prompts x 4 generations per generation batch, 6 completions per rank: the middle prompt's group is split.
     seed = int(os.environ["RANK"]) if disagree else 0
     args = trainer_args(out_dir, per_device_train_batch_size=3, steps_per_generation=2, max_steps=24, seed=seed)
     trainer = GRPOTrainer(
-        model=build_model(len(tokenizer)),
+        model=build_model(tokenizer),
         reward_funcs=RewardLog(seed=dist.get_rank() if dist.is_initialized() else 0, events=events),
         args=args,
         train_dataset=prompt_dataset(12),

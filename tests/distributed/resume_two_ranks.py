@@ -31,7 +31,7 @@ def main(out_dir, mode, lag):
         out_dir, per_device_train_batch_size=4, max_steps=8, save_strategy="steps", save_steps=4, **extra
     )
     trainer = GRPOTrainer(
-        model=build_model(len(tokenizer)),
+        model=build_model(tokenizer),
         reward_funcs=StepReward(),
         args=args,
         train_dataset=prompt_dataset(num_prompts),

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from trl_kgps.tasks import tiny
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>", "<image>"]
 WORDS = ["system:", "user:", "assistant:", "<answer>", "</answer>", "+", "-", "*", "/", "(", ")", *"0123456789"]
 # Renders plain and structured (text and image parts) messages, as TRL passes both to the template.
 CHAT_TEMPLATE = (
@@ -42,33 +43,13 @@ SMOKE_ARGS = [
 
 
 def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + WORDS)}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.add_special_tokens(SPECIAL_TOKENS)  # split out even without spaces around them: `<image>Find x`
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>", chat_template=CHAT_TEMPLATE
+    return tiny.build_tokenizer(
+        WORDS, split="whitespace", special_tokens=["<image>"], chat_template=CHAT_TEMPLATE, padding_side="right"
     )
 
 
 def _text_config(tokenizer):
-    from transformers import Qwen2Config
-
-    return Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    return tiny.qwen2_config(tokenizer, hidden_size=16, num_heads=2, num_kv_heads=1, max_length=256)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import json
 import pytest
 from trl.import_utils import is_vllm_available
 
-from trl_kgps import _checkpoint as checkpoint
+from trl_kgps import _state_file as state_file
 from trl_kgps.script_args import KGPSScriptArguments
 
 
@@ -20,7 +20,7 @@ def trained(output_dir, selector_class, num_prompts):
     """Checks a finished two-step run in `output_dir`; returns the names it logged."""
     state = json.loads((output_dir / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
-    _, meta = checkpoint.load(str(output_dir / "checkpoint-2" / checkpoint.STATE_FILE))
+    _, meta = state_file.load(str(output_dir / "checkpoint-2" / state_file.STATE_FILE))
     assert (meta["selector_class"], meta["num_prompts"]) == (selector_class, num_prompts)
     logged = {name for entry in state["log_history"] for name in entry}
     assert KGPS_METRICS <= logged

@@ -9,4 +9,4 @@ def tokenizer():
 
 @pytest.fixture
 def model(tokenizer):
-    return build_model(len(tokenizer))
+    return build_model(tokenizer)

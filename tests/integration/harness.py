@@ -7,38 +7,25 @@ import numpy as np
 from transformers import TrainerCallback
 
 from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
+from trl_kgps.tasks import tiny
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def build_tokenizer(words):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    special = ["<pad>", "<eos>", "<unk>"]
-    vocab = {token: i for i, token in enumerate(special + sorted(set(words)))}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    """A word-level tokenizer over `words` (trl_kgps.tasks.tiny's builder, padding on the right as TRL's tests)."""
+    return tiny.build_tokenizer(words, split="whitespace", padding_side="right")
 
 
-def build_model(vocab_size, seed=0):
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
+def build_model(tokenizer, seed=0):
+    """
+    A 2-layer Qwen2 of width 16 for `tokenizer` (trl_kgps.tasks.tiny's builder). No pad token in its config, so the
+    pad embedding trains like any other, as in the model that wrote tests/data/trl_kgps_0.1_run.
+    """
+    return tiny.build_model(
+        tokenizer, hidden_size=16, num_heads=2, num_kv_heads=1, seed=seed, pad_token_id=None, eos_token_id=None
     )
-    return Qwen2ForCausalLM(config)
 
 
 WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
@@ -141,10 +128,21 @@ class SpyKGPS(KGPSCallback):
         super().__init__(*args, **kwargs)
         self.batches, self.lags = [], []
 
-    def _on_new_batch(self, batch, lag):
-        self.batches.append(batch.tolist())
-        self.lags.append(lag)
-        super()._on_new_batch(batch, lag)
+    def _train_sampler(self, dataset=None):
+        sampler = super()._train_sampler(dataset)
+        rounds = sampler.rounds
+        if "choose" not in vars(rounds):  # not spied on yet
+            choose = rounds.choose
+
+            def spy():
+                lag = len(rounds.pending)
+                batch = choose()
+                self.batches.append(batch.tolist())
+                self.lags.append(lag)
+                return batch
+
+            rounds.choose = spy
+        return sampler
 
 
 def train(
@@ -154,7 +152,8 @@ def train(
     from trl import GRPOTrainer
 
     events = [] if events is None else events
-    kgps = SpyKGPS(config or KGPSConfig(), selector=selector)
+    # The exact norm by default: tests compare the filter with a reference fed NormLog's exact norms.
+    kgps = SpyKGPS(config or KGPSConfig(delta_norm_sample=1.0), selector=selector)
 
     trainer = GRPOTrainer(
         model=model,

@@ -12,8 +12,12 @@ from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector
 
 trl = pytest.importorskip("trl")
 
+# The default with the exact norm: these tests compare the filter with a reference fed the exact norms (the sampled
+# norm's error is measured in tests/distributed/ and tests/unit/test_delta_norm.py).
+DEFAULT = KGPSConfig(delta_norm_sample=1.0)
 
-@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig()], ids=["paper", "default"])
+
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), DEFAULT], ids=["paper", "default"])
 @pytest.mark.parametrize(
     "args, lag",
     [
@@ -53,7 +57,7 @@ def test_every_scored_completion_is_attributed_to_its_dataset_index(tmp_path, mo
     assert np.array_equal(np.sort(np.concatenate(chosen[:8])), np.arange(16)), "warmup is one epoch over all prompts"
 
 
-@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig()], ids=["paper", "default"])
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), DEFAULT], ids=["paper", "default"])
 def test_pending_prompts_are_never_selected(tmp_path, model, tokenizer, config):
     _, kgps, _ = train(tmp_path, model, tokenizer, max_steps=30, dataloader_num_workers=1, config=config)
     # A batch chosen while `lag` batches await their rewards (the `lag` chosen just before it) shares no prompt
@@ -65,7 +69,7 @@ def test_pending_prompts_are_never_selected(tmp_path, model, tokenizer, config):
             assert not set(batch) & set().union(*pending), (i, batch, pending)
 
 
-@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig()], ids=["paper", "default"])
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), DEFAULT], ids=["paper", "default"])
 def test_metrics_reach_the_trainer_logs(tmp_path, model, tokenizer, config):
     trainer, _, _ = train(tmp_path, model, tokenizer, max_steps=20, config=config)
     logged = set().union(*(entry.keys() for entry in trainer.state.log_history))
@@ -135,6 +139,91 @@ def test_iterable_dataset_is_refused(tmp_path, model, tokenizer):
         )
 
 
+def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp_path, model, tokenizer):
+    """Four prompt texts over 16 rows, each row with its own success rate: attribution by text could not tell rows
+    apart; by index, the selector's state equals the reference fed each row's own rewards."""
+    events = []
+    rows = prompt_dataset(16)
+    rows = rows.map(lambda row: {"prompt": f"p{row['idx'] % 4} a b"}).shuffle(seed=1)  # idx no longer = position
+    reward = RewardLog(events=events)
+    by_position = np.asarray(rows["idx"])
+    kgps = KGPSCallback(DEFAULT)
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=trainer_args(tmp_path, max_steps=12),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[NormLog(events), kgps],
+    )
+    trainer.train()
+    # RewardLog logs the `idx` column; the selector numbers prompts by position in the (shuffled) dataset.
+    position = {int(idx): i for i, idx in enumerate(by_position)}
+    logged = [(e[0], [position[i] for i in e[1]], e[2]) if e[0] == "scored" else e for e in events]
+    reference = replay(logged, 16, kgps.sampler.warmup_batches, DEFAULT)
+    np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
+    assert len(set(rows["prompt"])) == 4 and kgps.rounds.batches_scored == 12
+    assert trainer.train_dataset is rows, "the user's dataset is left as it was"
+
+
+def test_a_trl_whose_hook_signature_changed_is_refused_naming_the_version_before_anything_changes(
+    tmp_path, model, tokenizer
+):
+    class ChangedTrainer(trl.GRPOTrainer):
+        def _calculate_rewards(self, batch, prompts, completions, completion_ids_list):  # renamed first parameter
+            return super()._calculate_rewards(batch, prompts, completions, completion_ids_list)
+
+    trainer = ChangedTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=trainer_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+    )
+    kgps = KGPSCallback()
+    with pytest.raises(TypeError, match=rf"_calculate_rewards\(inputs, .*TRL {trl.__version__}.*is tested with TRL"):
+        kgps.attach(trainer)
+    assert (
+        kgps.trainer is None
+        and "_calculate_rewards" not in vars(trainer)
+        and "_get_train_sampler" not in vars(trainer)
+    )
+
+
+def test_metrics_that_stop_reaching_the_logs_give_one_warning(tmp_path, model, tokenizer):
+    class NoMergeTrainer(trl.GRPOTrainer):
+        def log(self, logs, start_time=None):  # a TRL whose log() no longer reads `_metrics`
+            self._metrics["train"].clear()
+            super(trl.GRPOTrainer, self).log(logs, start_time)
+
+    trainer = NoMergeTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=trainer_args(tmp_path, max_steps=6),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        callbacks=[KGPSCallback()],
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    ours = [w for w in caught if "do not reach the trainer's logs" in str(w.message)]
+    assert len(ours) == 1 and trl.__version__ in str(ours[0].message)
+
+
+def test_remove_unused_columns_is_refused_with_the_fix(tmp_path, model, tokenizer):
+    with pytest.raises(ValueError, match="remove_unused_columns=False"):
+        trl.GRPOTrainer(
+            model=model,
+            reward_funcs=RewardLog(),
+            args=trainer_args(tmp_path, max_steps=2, remove_unused_columns=True),
+            train_dataset=prompt_dataset(16),
+            processing_class=tokenizer,
+            callbacks=[KGPSCallback()],
+        )
+
+
 def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokenizer):
     trainer = trl.GRPOTrainer(
         model=model,
@@ -162,7 +251,7 @@ def test_delta_norm_matches_full_precision_copies(tmp_path, model, tokenizer):
 
 
 def faulty_run(tmp_path, model, tokenizer, reward, events, max_steps=24):
-    kgps = KGPSCallback(KGPSConfig())
+    kgps = KGPSCallback(DEFAULT)
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -183,7 +272,7 @@ def test_missing_rewards_do_not_count_toward_k(tmp_path, model, tokenizer):
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     assert kgps.selector.mean[[0, 1]].tolist() == [0.0, 0.0], "prompts without any reward were never observed"
-    assert not kgps._observed[[0, 1]].any() and kgps._observed[2:].all()
+    assert not kgps.rounds.observed[[0, 1]].any() and kgps.rounds.observed[2:].all()
 
 
 def test_rewards_that_are_all_none_give_one_warning_from_kgps(tmp_path, model, tokenizer):
@@ -195,7 +284,7 @@ def test_rewards_that_are_all_none_give_one_warning_from_kgps(tmp_path, model, t
         trainer.train()
     ours = [w for w in caught if "KGPS observed no reward" in str(w.message)]
     assert len(ours) == 1 and "returned None for every completion" in str(ours[0].message)
-    assert not kgps._observed.any()
+    assert not kgps.rounds.observed.any()
 
 
 def test_a_callback_passed_to_a_second_trainer_raises_with_the_fix(tmp_path, model, tokenizer):
@@ -227,7 +316,7 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
     reference = replay(events, 16, kgps.sampler.warmup_batches)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
-    assert kgps._batches_scored == 11 and len(kgps.sampler.pending) == len(kgps._predictions) >= 1
+    assert kgps.rounds.batches_scored == 11 and len(kgps.rounds.pending) >= 1
 
 
 @pytest.mark.parametrize(

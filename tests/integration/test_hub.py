@@ -26,7 +26,7 @@ def saved(request, tmp_path_factory, tokenizer):
     """A short run with `save_strategy="no"`, then `save_model(final)` and `create_model_card()`."""
     directory = tmp_path_factory.mktemp(request.param)
     trainer, kgps, _ = train(
-        directory, build_model(len(tokenizer)), tokenizer, NUM_PROMPTS, CONFIG, selector=request.param, max_steps=12
+        directory, build_model(tokenizer), tokenizer, NUM_PROMPTS, CONFIG, selector=request.param, max_steps=12
     )
     trainer.save_model(str(directory / "final"))
     trainer.create_model_card()

@@ -26,7 +26,7 @@ def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selec
     kgps = SpyKGPS(config or KGPSConfig(), selector=selector)
     callbacks = [kgps] + ([StopAt(stop_at)] if stop_at else [])
     trainer = trl.GRPOTrainer(
-        model=build_model(len(tokenizer)),
+        model=build_model(tokenizer),
         reward_funcs=StepReward(),
         args=trainer_args(tmp_path, max_steps=8, **{"save_strategy": "steps", "save_steps": 4, **args}),
         train_dataset=prompt_dataset(num_prompts),
@@ -94,7 +94,7 @@ def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path,
     with pytest.raises(ValueError, match="kgps_state.npz does not exist.*restart_on_missing_state"):
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
     trainer = trl.GRPOTrainer(
-        model=build_model(len(tokenizer)),
+        model=build_model(tokenizer),
         reward_funcs=StepReward(),
         args=trainer_args(tmp_path, max_steps=8, save_strategy="no", per_device_train_batch_size=8),
         train_dataset=prompt_dataset(6),
@@ -118,4 +118,4 @@ def test_resume_inside_a_batch_does_not_count_its_regenerated_rewards(tmp_path, 
     straight = run(tmp_path / "straight", tokenizer, num_prompts, args)
     run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=3)
     resumed = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(tmp_path / "split" / "checkpoint-3"))
-    assert resumed._batches_scored == straight._batches_scored == 4
+    assert resumed.rounds.batches_scored == straight.rounds.batches_scored == 4

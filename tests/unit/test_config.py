@@ -33,6 +33,7 @@ def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
         "selection",
         "selection_temperature",
         "candidates",
+        "delta_norm_sample",  # how ||theta_t - theta_{t-1}|| is measured: 1 % of the coordinates, not all
     }
 
 

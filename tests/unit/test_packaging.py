@@ -79,7 +79,17 @@ def test_the_commands_default_output_folders_are_ignored_by_git():
     assert ignored.stdout.split() == ["trl-kgps-demo/model.safetensors", "simulation/results.json"]
 
 
-def test_the_readme_says_to_install_the_cpu_torch_before_its_first_install_command():
-    first_install = README.index('pip install -e ".[plots]"')
-    advice = README.index("install PyTorch's CPU build first")
-    assert advice < first_install and "torch==2.13.0" in README[:first_install]
+def test_the_readmes_first_commands_install_the_cpu_torch_only_where_no_torch_is_installed():
+    first_block = re.search(r"```bash\n(.*?)```", README, flags=re.S).group(1).splitlines()
+    guard, install = first_block[0], first_block[1]
+    assert install.startswith('pip install -e ".[plots]"') and "download.pytorch.org/whl/cpu" in guard
+    assert "torch==2.13.0" in README[: README.index("## Use it in TRL")]
+    # Run the guard with `pip install` replaced by an echo: silent where torch imports, an install where it does not.
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    dry = guard.replace("pip install", "echo would-install")
+    here = subprocess.run(["bash", "-c", dry], capture_output=True, text=True, env=env)
+    assert here.returncode == 0 and "would-install" not in here.stdout
+    elsewhere = subprocess.run(
+        ["bash", "-c", dry.replace("import torch", "import no_torch_here")], capture_output=True, text=True, env=env
+    )
+    assert "would-install torch --index-url https://download.pytorch.org/whl/cpu" in elsewhere.stdout

@@ -1,15 +1,41 @@
-"""Prompt selectors: KGPS and, behind the same interface, the paper's baselines."""
+"""Prompt selectors: KGPS and, behind the same interface, the paper's baselines; `SELECTORS` names them all."""
 
+from ..config import KGPSConfig
+from .base import PromptSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .kgps import KGPSSelector
 
 
-# Selectors by name, each built from (number of prompts, KGPSConfig, seed); the config only matters to KGPS.
-SELECTORS = {
-    "kgps": lambda n, config, seed: KGPSSelector(n, config, seed=seed),
-    "uniform": lambda n, config, seed: UniformSelector(n, seed=seed),
-    "mopps": lambda n, config, seed: MoPPSSelector(n, seed=seed),
-    "greso": lambda n, config, seed: GRESOSelector(n, seed=seed),
+# The one registry of selectors: the name a user passes (`KGPSCallback(selector=...)`, `--selector`) -> the class.
+SELECTORS: dict[str, type] = {
+    "kgps": KGPSSelector,
+    "uniform": UniformSelector,
+    "mopps": MoPPSSelector,
+    "greso": GRESOSelector,
 }
 
-__all__ = ["GRESOSelector", "KGPSSelector", "MoPPSSelector", "SELECTORS", "UniformSelector"]
+
+def build_selector(name: str, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0) -> PromptSelector:
+    """The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` only matters to KGPS."""
+    if name not in SELECTORS:
+        raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
+    if SELECTORS[name] is KGPSSelector:
+        return KGPSSelector(num_prompts, config, seed=seed)
+    return SELECTORS[name](num_prompts, seed=seed)
+
+
+def class_named(class_name: str) -> type:
+    """The registered class called `class_name` (as a state file records it); `KeyError` if none is."""
+    classes = {cls.__name__: cls for cls in SELECTORS.values()}
+    return classes[class_name]
+
+
+__all__ = [
+    "GRESOSelector",
+    "KGPSSelector",
+    "MoPPSSelector",
+    "SELECTORS",
+    "UniformSelector",
+    "build_selector",
+    "class_named",
+]

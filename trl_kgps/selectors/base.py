@@ -5,6 +5,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from .. import _state_file
+
 
 @runtime_checkable
 class PromptSelector(Protocol):
@@ -89,6 +91,12 @@ class FromPretrainedMixin:
                 not a readable KGPS state.
             `OSError`: not a local directory, and the Hub repo could not be reached or holds no `kgps_state.npz`.
         """
-        from ..hub import load_selector  # imported here: the hub module imports every selector class
-
-        return load_selector(path_or_repo_id, revision=revision, cache_dir=cache_dir, token=token, selector_class=cls)
+        location = os.fspath(path_or_repo_id)
+        arrays, meta = _state_file.read(location, revision, cache_dir, token)
+        _, state = _state_file.selector_state(location, arrays, meta, selector_class=cls)
+        try:
+            return cls.from_state_dict(state)
+        except (KeyError, ValueError) as error:
+            raise ValueError(
+                f"The KGPS state of {location!r} is not a readable {cls.__name__} state: {error}"
+            ) from None

@@ -11,22 +11,22 @@ import zipfile
 import numpy as np
 import pytest
 
-from trl_kgps import _checkpoint as checkpoint
+from trl_kgps import _state_file as state_file
 
 
 def test_round_trip(tmp_path):
-    path = str(tmp_path / checkpoint.STATE_FILE)
+    path = str(tmp_path / state_file.STATE_FILE)
     arrays = {"mean": np.arange(5, dtype=np.float32), "pending": np.zeros((0, 3), dtype=np.int64)}
-    checkpoint.save(path, arrays, {"rng_state": {"state": 2**100}})
-    loaded, meta = checkpoint.load(path)
+    state_file.save(path, arrays, {"rng_state": {"state": 2**100}})
+    loaded, meta = state_file.load(path)
     np.testing.assert_array_equal(loaded["mean"], arrays["mean"])
     assert loaded["pending"].shape == (0, 3)
     assert meta["rng_state"]["state"] == 2**100
 
 
 def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
-    path = str(tmp_path / checkpoint.STATE_FILE)
-    checkpoint.save(path, {"mean": np.ones(3)}, {"version": 1})
+    path = str(tmp_path / state_file.STATE_FILE)
+    state_file.save(path, {"mean": np.ones(3)}, {"version": 1})
 
     def torn_write(f, **arrays):
         f.write(b"PK\x03\x04 half a file")
@@ -34,60 +34,60 @@ def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "savez", torn_write)
     with pytest.raises(OSError, match="disk full"):
-        checkpoint.save(path, {"mean": np.zeros(3)}, {"version": 2})
-    arrays, meta = checkpoint.load(path)
+        state_file.save(path, {"mean": np.zeros(3)}, {"version": 2})
+    arrays, meta = state_file.load(path)
     assert meta["version"] == 1 and arrays["mean"].tolist() == [1, 1, 1]
-    assert os.listdir(tmp_path) == [checkpoint.STATE_FILE]
+    assert os.listdir(tmp_path) == [state_file.STATE_FILE]
 
 
 WRITER = """
 import sys, numpy as np
-from trl_kgps import _checkpoint as checkpoint
+from trl_kgps import _state_file as state_file
 path = sys.argv[1]
 big = np.ones(20_000_000, dtype=np.float32)
 for version in range(2, 1000):
-    checkpoint.save(path, {"mean": big * version}, {"version": version})
+    state_file.save(path, {"mean": big * version}, {"version": version})
     print(version, flush=True)
 """
 
 
 def test_a_process_killed_while_writing_leaves_a_whole_file(tmp_path):
     """SIGKILL in the middle of writing 80 MB states: the file on disk is always one complete state."""
-    path = str(tmp_path / checkpoint.STATE_FILE)
-    checkpoint.save(path, {"mean": np.ones(20_000_000, dtype=np.float32)}, {"version": 1})
+    path = str(tmp_path / state_file.STATE_FILE)
+    state_file.save(path, {"mean": np.ones(20_000_000, dtype=np.float32)}, {"version": 1})
     writer = subprocess.Popen([sys.executable, "-c", WRITER, path], stdout=subprocess.PIPE, text=True)
     writer.stdout.readline()  # one state written; the next is being written
     time.sleep(0.05)
     writer.send_signal(signal.SIGKILL)
     writer.wait()
-    arrays, meta = checkpoint.load(path)
+    arrays, meta = state_file.load(path)
     assert meta["version"] >= 2
     assert (arrays["mean"] == meta["version"]).all()
 
 
 def test_missing_file_names_the_path_and_the_fix(tmp_path):
     with pytest.raises(ValueError, match="kgps_state.npz does not exist.*restart_on_missing_state"):
-        checkpoint.load(str(tmp_path / checkpoint.STATE_FILE))
+        state_file.load(str(tmp_path / state_file.STATE_FILE))
 
 
 def test_truncated_file_is_refused(tmp_path):
-    path = str(tmp_path / checkpoint.STATE_FILE)
-    checkpoint.save(path, {"mean": np.ones(1000)}, {})
+    path = str(tmp_path / state_file.STATE_FILE)
+    state_file.save(path, {"mean": np.ones(1000)}, {})
     with open(path, "rb") as f:
         head = f.read(300)
     with open(path, "wb") as f:
         f.write(head)
     with pytest.raises(ValueError, match="not a readable KGPS state.*truncated"):
-        checkpoint.load(path)
+        state_file.load(path)
 
 
 def test_foreign_format_is_refused(tmp_path):
-    path = str(tmp_path / checkpoint.STATE_FILE)
+    path = str(tmp_path / state_file.STATE_FILE)
     meta = np.frombuffer(json.dumps({"format": 99}).encode(), np.uint8)
     np.savez(path, meta=meta)
     with pytest.raises(ValueError, match="format 99.*reads format 2"):
-        checkpoint.load(path)
+        state_file.load(path)
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("notes.txt", "not a state")
     with pytest.raises(ValueError, match="not a readable KGPS state"):
-        checkpoint.load(path)
+        state_file.load(path)

@@ -1,0 +1,251 @@
+r"""
+The bookkeeping of KGPS's rounds, numpy only: which generation batches were chosen and await their rewards, what was
+predicted for them, which prompts have been observed, the warmup rule, and all of it as a `state_dict`.
+
+A round is: `choose()` a batch of `B` distinct prompts (a slice of a seeded permutation during the warmup, else the
+selector's choice among the prompts not pending), the trainer generates and scores it, `score(batch, s, k)` feeds
+the outcomes to the selector, and after each optimizer step `predict(delta_norm)` widens the beliefs. The data
+loader asks for the next batch before the current one is scored, so several batches may be pending at once; they are
+scored in the order they were chosen, except after a resume, which may skip or regenerate one (`score` says which).
+"""
+
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .selectors.base import PromptSelector
+
+
+@dataclass
+class Pending:
+    """A chosen generation batch awaiting its rewards."""
+
+    indices: np.ndarray  # (B,) int64, the prompts
+    predicted: np.ndarray  # (B,) float64, their predicted success when chosen
+    lag: int = 0  # batches already pending when it was chosen
+    select_seconds: float | None = None  # how long the selector took to choose it; None during the warmup
+
+
+@dataclass
+class Scored:
+    """A scored generation batch, as `Rounds.score` fed it to the selector."""
+
+    indices: np.ndarray  # (B,) int64
+    predicted: np.ndarray  # (B,) float64, predicted success before the rollouts
+    successes: np.ndarray  # (B,) int64, s
+    trials: np.ndarray  # (B,) int64, k: completions with a usable reward
+    warmup: bool  # observed during the warmup: first observations initialised the beliefs
+    skipped: int  # older pending batches dropped: the trainer skipped them without scoring (a resume)
+    chosen: Pending  # the batch as it was chosen
+
+
+class Rounds:
+    """
+    The rounds of one run over `num_prompts = selector.num_prompts` prompts, `batch_size` prompts a batch.
+
+    Args:
+        selector (`PromptSelector`): chooses the batches after the warmup, and receives the outcomes.
+        batch_size (`int`): `B`, distinct prompts per generation batch (`B <= num_prompts`).
+        warmup_batches (`int`, *optional*, defaults to `0`): batches chosen uniformly first — slices of a seeded
+            permutation per epoch of `num_prompts // B` batches, TRL's order — whose outcomes initialise each prompt's
+            belief on its first observation; no process noise is added until they are all scored.
+        seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
+
+    Attributes:
+        pending (`deque[Pending]`): chosen batches not yet scored, oldest first.
+        batches_chosen, batches_scored (`int`): counters; `rollouts` follow from them.
+        times_selected (`np.ndarray` of shape `(N,)`, int32): batches each prompt was chosen for; sums to
+            `batches_chosen * B`.
+        observed (`np.ndarray` of shape `(N,)`, bool): prompts with at least one scored rollout.
+    """
+
+    def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
+        num_prompts = selector.num_prompts
+        if not 1 <= batch_size <= num_prompts:
+            raise ValueError(
+                f"A generation batch needs {batch_size} distinct prompts, but the dataset has only {num_prompts}. "
+                "Use a larger dataset, or fewer prompts per generation batch (per_device_train_batch_size * "
+                "num_processes * steps_per_generation / num_generations)."
+            )
+        self.selector = selector
+        self.batch_size = batch_size
+        self.warmup_batches = warmup_batches
+        self.seed = seed
+        self.pending: deque[Pending] = deque()
+        self.batches_chosen = 0
+        self.batches_scored = 0
+        self.times_selected = np.zeros(num_prompts, dtype=np.int32)
+        self.observed = np.zeros(num_prompts, dtype=bool)
+        self.observed_count = 0
+        self.last_scored: np.ndarray | None = None  # TRL regenerates this batch when it resumes inside its steps
+        self._warned_small_pool = False
+        self._warmup_order: tuple[int, np.ndarray | None] = (-1, None)  # (epoch, its permutation)
+
+    @property
+    def num_prompts(self) -> int:
+        return self.times_selected.size
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.num_prompts // self.batch_size
+
+    @property
+    def in_warmup(self) -> bool:
+        """Until the warmup's last batch is scored: observations initialise beliefs, no process noise is added."""
+        return self.batches_scored < self.warmup_batches
+
+    @property
+    def coverage(self) -> float:
+        """The share of prompts observed at least once."""
+        return self.observed_count / self.num_prompts
+
+    # Choosing ------------------------------------------------------------------------------------------------
+
+    def choose(self) -> np.ndarray:
+        """The next generation batch, `(B,)` int64, now pending."""
+        select_seconds = None
+        if self.batches_chosen < self.warmup_batches:
+            # e.g. permutation [2, 4, 3, 1, 0, 6, 5], B = 3 -> [2, 4, 3], then [1, 0, 6] (the tail is dropped)
+            epoch, position = divmod(self.batches_chosen, self.batches_per_epoch)
+            if self._warmup_order[0] != epoch:
+                self._warmup_order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts))
+            batch = self._warmup_order[1][position * self.batch_size : (position + 1) * self.batch_size]
+        else:
+            start = time.perf_counter()
+            batch = self.selector.select(self.batch_size, exclude=self._exclude())
+            select_seconds = time.perf_counter() - start
+        batch = np.asarray(batch, dtype=np.int64)
+        lag = len(self.pending)
+        self.pending.append(Pending(batch, self.selector.predicted_success(batch), lag, select_seconds))
+        self.batches_chosen += 1
+        self.times_selected[batch] += 1
+        return batch
+
+    def _exclude(self) -> np.ndarray | None:
+        """The pending prompts, unless excluding them would leave fewer than `B` to choose from (then a warning)."""
+        if not self.pending:
+            return None
+        exclude = np.unique(np.concatenate([batch.indices for batch in self.pending]))
+        if self.num_prompts - exclude.size >= self.batch_size:
+            return exclude
+        if not self._warned_small_pool:
+            warnings.warn(
+                f"{len(self.pending)} generation batches await their rewards, which leaves "
+                f"{self.num_prompts - exclude.size} of {self.num_prompts} prompts to choose {self.batch_size} from: "
+                "KGPS may select prompts whose last rewards it has not seen yet. Use a larger dataset, fewer "
+                "prompts per generation batch, or fewer dataloader workers (each prefetched batch awaits rewards).",
+                stacklevel=3,
+            )
+            self._warned_small_pool = True
+        return None
+
+    # Scoring -------------------------------------------------------------------------------------------------
+
+    def score(self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> Scored | None:
+        """
+        Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
+        prompts `batch` (`(B,)`), in that order. The batch is normally the oldest pending one; pending batches before
+        it were skipped by a resumed trainer and are dropped. The last batch scored, scored again (TRL regenerates it
+        when resumed inside its steps), is ignored: its outcomes were observed before the checkpoint. Returns `None`
+        then, and raises `ValueError` for a batch that was never chosen.
+        """
+        batch = np.asarray(batch, dtype=np.int64)
+        position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
+        if position is None:
+            if self.last_scored is not None and np.array_equal(self.last_scored, batch):
+                return None
+            awaited = ", ".join(str(p.indices.tolist()) for p in self.pending) or "none"
+            raise ValueError(
+                f"The trainer scored prompts {batch.tolist()}, which is none of the generation batches KGPS chose and "
+                f"awaits ({awaited}): the data loader does not draw from KGPS's sampler in its order (a custom "
+                "dataloader or sampler?), so KGPS cannot attribute these rewards."
+            )
+        for _ in range(position):
+            self.pending.popleft()
+        chosen = self.pending.popleft()
+        s, k = np.asarray(successes, dtype=np.int64), np.asarray(trials, dtype=np.int64)
+        warmup = self.in_warmup
+        if warmup:
+            first = ~self.observed[batch]
+            self.selector.initialize(batch[first], s[first], k[first])
+            self.selector.update(batch[~first], s[~first], k[~first])
+        else:
+            self.selector.update(batch, s, k)
+        seen = batch[k > 0]
+        self.observed_count += int(np.count_nonzero(~self.observed[seen]))
+        self.observed[seen] = True
+        self.batches_scored += 1
+        self.last_scored = batch
+        return Scored(batch, chosen.predicted, s, k, warmup, position, chosen)
+
+    def predict(self, delta_norm: float) -> bool:
+        """Widens every belief for a policy update of norm `delta_norm`, after the warmup; whether it did."""
+        if self.in_warmup:
+            return False
+        self.selector.predict(delta_norm)
+        return True
+
+    # State ---------------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray | int]:
+        """
+        Everything but the selector's own state: the counters, `times_selected` `(N,)` int32, `observed` `(N,)` bool,
+        the pending batches and their predictions `(P, B)`, and `last_scored` `(B,)` (or `(0,)`).
+        """
+        return {
+            "batches_chosen": self.batches_chosen,
+            "batches_scored": self.batches_scored,
+            "times_selected": self.times_selected.copy(),
+            "observed": self.observed.copy(),
+            "pending": np.asarray([p.indices for p in self.pending], dtype=np.int64).reshape(-1, self.batch_size),
+            "predictions": np.asarray([p.predicted for p in self.pending], dtype=np.float64).reshape(
+                -1, self.batch_size
+            ),
+            "last_scored": np.asarray([] if self.last_scored is None else self.last_scored, dtype=np.int64),
+        }
+
+    def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
+        """Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything."""
+        N, B = self.num_prompts, self.batch_size
+        pending, predictions = np.asarray(state["pending"]), np.asarray(state["predictions"], dtype=np.float64)
+        last_scored = np.asarray(state["last_scored"])
+        _check_batches("pending", pending, N, B)
+        _check_batches("last_scored", last_scored.reshape(-1, B) if last_scored.size else pending[:0], N, B)
+        if predictions.shape != pending.shape:
+            raise ValueError(f"its predictions have shape {predictions.shape}, its pending batches {pending.shape}")
+        batches_chosen, batches_scored = int(state["batches_chosen"]), int(state["batches_scored"])
+        times_selected, observed = np.asarray(state["times_selected"]), np.asarray(state["observed"])
+        if (
+            times_selected.shape != (N,)
+            or times_selected.dtype.kind not in "iu"
+            or times_selected.min() < 0
+            or times_selected.sum() != batches_chosen * B
+        ):
+            raise ValueError(
+                f"its times_selected (shape {times_selected.shape}, dtype {times_selected.dtype}) does not count "
+                f"{batches_chosen} batches of {B} prompts out of {N}"
+            )
+        if observed.shape != (N,) or not 0 <= batches_scored <= batches_chosen:
+            raise ValueError(
+                f"its observed flags have shape {observed.shape} (not ({N},)), or it scored {batches_scored} of "
+                f"{batches_chosen} batches chosen"
+            )
+        self.batches_chosen, self.batches_scored = batches_chosen, batches_scored
+        self.times_selected = times_selected.astype(np.int32)
+        self.observed = observed.astype(bool)
+        self.observed_count = int(self.observed.sum())
+        self.pending = deque(Pending(i, p) for i, p in zip(pending.astype(np.int64), predictions))
+        self.last_scored = last_scored.astype(np.int64) if last_scored.size else None
+
+
+def _check_batches(name: str, rows: np.ndarray, num_prompts: int, batch_size: int) -> None:
+    """Raises unless `rows` are batches `(P, batch_size)` of prompt indices below `num_prompts`."""
+    fits = rows.ndim == 2 and rows.shape[1] == batch_size and rows.dtype.kind in "iu"
+    if not fits or (rows.size and (rows.min() < 0 or rows.max() >= num_prompts)):
+        raise ValueError(
+            f"its {name} has shape {rows.shape} ({rows.dtype}), for batches of {batch_size} prompts out of "
+            f"{num_prompts}: it was saved for another dataset or batch size"
+        )

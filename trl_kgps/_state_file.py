@@ -1,0 +1,167 @@
+"""
+The KGPS state file, `kgps_state.npz`, in every trainer checkpoint and beside a saved model: its format, its atomic
+write, its validation and where it is read from (a local folder or a Hub repo).
+
+One uncompressed `.npz` holds the selector's `state_dict()` (its arrays as `selector.<key>`, its other values in the
+JSON `meta["selector"]`, with the selector's own state version), the sampler's `state_dict()` (its arrays as they
+are, its counters `batches_chosen` and `batches_scored` in `meta`), and `meta`: `selector_class`, `num_prompts`,
+`batch_size`, `format` (`FORMAT_VERSION`).
+"""
+
+import json
+import os
+import tempfile
+import zipfile
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+
+if TYPE_CHECKING:
+    from .selectors.base import PromptSelector
+
+
+STATE_FILE = "kgps_state.npz"
+FORMAT_VERSION = 2
+_SELECTOR = "selector."
+
+
+def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+    """
+    Writes `arrays` and the JSON-able `meta` to `path` so that a crash at any moment leaves either the previous
+    file or the new one, never a torn one: write a temporary file beside it, flush it to disk, rename it over.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    payload = {**arrays, "meta": np.frombuffer(json.dumps({**meta, "format": FORMAT_VERSION}).encode(), np.uint8)}
+    handle, temporary = tempfile.mkstemp(prefix=".kgps_state.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            np.savez(f, **payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Reads a file written by `save`; a missing, truncated or foreign file raises `ValueError` naming it."""
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"{path} does not exist: this checkpoint was not written with KGPSCallback, so the prompt-selection "
+            "state cannot be restored. Resume from a checkpoint saved with KGPS, or start the estimator afresh with "
+            "KGPSConfig(restart_on_missing_state=True)."
+        )
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+        meta = json.loads(arrays.pop("meta").tobytes().decode())
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, json.JSONDecodeError) as error:
+        raise ValueError(
+            f"{path} is not a readable KGPS state ({type(error).__name__}: {error}); it may be truncated. Resume "
+            "from an earlier checkpoint."
+        ) from None
+    if meta.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"{path} has KGPS state format {meta.get('format')!r}, but this trl-kgps reads format {FORMAT_VERSION}. "
+            "Resume with the trl-kgps release that wrote it."
+        )
+    return arrays, meta
+
+
+def write(directory: str | os.PathLike[str], selector: "PromptSelector", sampler_state: dict[str, Any]) -> str:
+    """Writes `directory/kgps_state.npz` from a selector and its sampler's `state_dict()`; returns the path."""
+    os.makedirs(directory, exist_ok=True)
+    arrays, selector_meta = pack_selector(selector.state_dict())
+    meta = {"selector": selector_meta, "selector_class": type(selector).__name__}
+    for key, value in sampler_state.items():
+        if isinstance(value, np.ndarray):
+            arrays[key] = value
+        else:
+            meta[key] = int(value)
+    meta.update(num_prompts=selector.num_prompts, batch_size=int(sampler_state["pending"].shape[1]))
+    path = os.path.join(directory, STATE_FILE)
+    save(path, arrays, meta)
+    return path
+
+
+def read_run(path: str, selector: "PromptSelector", batch_size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """
+    The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and
+    number of prompts) in batches of `batch_size`; a `ValueError` says what does not fit.
+    """
+    arrays, meta = load(path)
+    num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
+    if (num_prompts, saved_batch_size) != (selector.num_prompts, batch_size):
+        raise ValueError(
+            f"it was saved for {num_prompts} prompts in batches of {saved_batch_size}, but this run has "
+            f"{selector.num_prompts} prompts in batches of {batch_size}"
+        )
+    if meta["selector_class"] != type(selector).__name__:
+        raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")
+    sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
+    sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
+    return unpack_selector(arrays, meta), sampler_state
+
+
+def read(
+    path_or_repo_id: str | os.PathLike[str],
+    revision: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    token: str | bool | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The state file's arrays and meta, from a local directory or else the Hub repo of that id."""
+    location = os.fspath(path_or_repo_id)
+    if os.path.isdir(location):
+        path = os.path.join(location, STATE_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{location!r} holds no {STATE_FILE}. Pass a trainer's output_dir after `trainer.save_model()` or "
+                "`trainer.push_to_hub()` with KGPSCallback attached, or one of its checkpoint-N folders."
+            )
+        return load(path)
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    try:
+        path = hf_hub_download(location, STATE_FILE, revision=revision, cache_dir=cache_dir, token=token)
+    except (OSError, ValueError, EntryNotFoundError) as error:
+        raise OSError(
+            f"{location!r} is not a local directory, and {STATE_FILE} could not be fetched from the Hub repo of that "
+            f"id{'' if revision is None else f' at revision {revision!r}'} ({type(error).__name__}: {error}). A "
+            f"local directory works too: pass a trainer's output_dir or a checkpoint-N folder that holds {STATE_FILE}; "
+            "for the Hub, check the repo id, your connection, HF_HUB_OFFLINE and your token."
+        ) from error
+    return load(path)
+
+
+def selector_state(
+    location: str, arrays: dict[str, np.ndarray], meta: dict[str, Any], selector_class: type | None = None
+) -> tuple[str, dict[str, Any]]:
+    """
+    The selector class name and `state_dict()` a file's `arrays` and `meta` hold; with `selector_class`, a
+    `ValueError` naming the right class unless it is that one.
+    """
+    name = meta.get("selector_class")
+    if selector_class is not None and name != selector_class.__name__:
+        raise ValueError(
+            f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "
+            f'`{name}.from_pretrained("{location}")` (from trl_kgps.selectors), or with '
+            f'`trl_kgps.load_selector("{location}")`, which builds whichever selector the state holds.'
+        )
+    return name, unpack_selector(arrays, meta)
+
+
+def pack_selector(state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A selector's `state_dict()` as the file stores it: its arrays, as `selector.<key>`, and its other values."""
+    arrays = {_SELECTOR + key: value for key, value in state.items() if isinstance(value, np.ndarray)}
+    return arrays, {key: value for key, value in state.items() if not isinstance(value, np.ndarray)}
+
+
+def unpack_selector(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> dict[str, Any]:
+    """The selector's `state_dict()` back from a file's `arrays` and `meta` (read by `load`)."""
+    state = dict(meta["selector"])
+    state.update({key[len(_SELECTOR) :]: value for key, value in arrays.items() if key.startswith(_SELECTOR)})
+    return state

@@ -1,0 +1,187 @@
+"""
+The one place where trl-kgps reaches into TRL's and transformers' trainers beyond their public API.
+
+Every member KGPS replaces, wraps or reads is named here with what KGPS does with it and the versions it was checked
+on (`TESTED`: CI runs the integration tests on both ends). `check(trainer)` runs when the callback attaches, before
+anything changes, and raises naming the installed TRL if a member is missing or has another signature. Wrappers pass
+their arguments through (`*args, **kwargs`).
+
+| member | use | kind |
+|---|---|---|
+| `Trainer.get_train_dataloader()` | wrapped: the data loader reads `IndexedRows(train_dataset)` | public method |
+| `GRPOTrainer._get_train_sampler(dataset=None)` | replaced: returns `KGPSRepeatSampler` | protected method |
+| `GRPOTrainer._calculate_rewards(inputs, prompts, completions, completion_ids_list)` | wrapped: the gathered rewards reach the selector | protected method |
+| `Trainer._load_optimizer_and_scheduler(checkpoint)` | wrapped: resume restores the KGPS state | protected method |
+| `Trainer.save_model(output_dir=None, ...)` | wrapped: every save writes `kgps_state.npz` | public method |
+| `Trainer.create_model_card(...)` | wrapped: adds the `## KGPS` section | public method |
+| `GRPOTrainer._metrics["train"]` | appended to: KGPS's metrics reach the trainer's logs | protected attribute |
+| `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout and the success rule | attributes |
+| the trainer's `__init__` frame | the one-line form finds its trainer on the call stack at `on_init_end` | CPython frames |
+"""
+
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset
+from transformers import Trainer
+
+
+# TRL releases whose trainers were checked against everything below; CI runs the integration tests on both ends.
+TESTED = ("0.26", "1.16")
+
+INDEX_COLUMN = "kgps_index"
+
+# Methods KGPS wraps or replaces, with the leading parameters it passes or relies on, checked at attach time.
+_METHODS = {
+    "get_train_dataloader": (),
+    "_get_train_sampler": ("dataset",),
+    "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
+    "_load_optimizer_and_scheduler": ("checkpoint",),
+    "save_model": ("output_dir",),
+    "create_model_card": (),
+}
+
+
+def _trl_version() -> str:
+    import trl
+
+    return trl.__version__
+
+
+def check(trainer: Trainer) -> None:
+    """
+    Raises `TypeError` if `trainer` is not a trainer KGPS can drive: one that scores groups of completions with
+    reward functions (TRL's `GRPOTrainer`, `RLOOTrainer`) and whose members have the signatures KGPS was checked on.
+    """
+    missing = [name for name in ("_get_train_sampler", "_calculate_rewards") if not hasattr(trainer, name)]
+    if missing:
+        raise TypeError(
+            f"KGPS selects prompts for trainers that score groups of completions with reward functions "
+            f"(trl.GRPOTrainer, trl.RLOOTrainer); {type(trainer).__name__} has no {' or '.join(missing)}."
+        )
+    for name, expected in _METHODS.items():
+        method = getattr(type(trainer), name, None)
+        parameters = [] if method is None else list(inspect.signature(method).parameters)[1 : 1 + len(expected)]
+        if method is None or tuple(parameters) != expected:
+            found = "missing" if method is None else f"{name}({', '.join(parameters)}, ...)"
+            raise TypeError(
+                f"KGPSCallback hooks into {type(trainer).__name__}.{name}({', '.join(expected)}), but in the installed "
+                f"TRL {_trl_version()} it is {found}. trl-kgps is tested with TRL {TESTED[0]} to {TESTED[1]}: install "
+                f'one of those (`pip install "trl>={TESTED[0]},<={TESTED[1]}"`), or report the new signature at '
+                "https://github.com/trl-kgps/trl-kgps/issues."
+            )
+
+
+def trainer_being_built(callback: Any) -> Trainer:
+    """
+    The `Trainer` whose `__init__` is running and whose callbacks include `callback`: found on the call stack, since
+    `Trainer.__init__` calls `on_init_end` without passing itself. Only its methods are wrapped at this point; what
+    KGPS reads from it, it reads when training starts, once the trainer is whole.
+    """
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, Trainer) and callback in candidate.callback_handler.callbacks:
+                return candidate
+            frame = frame.f_back
+    finally:
+        del frame
+    raise RuntimeError(
+        "KGPSCallback could not find the trainer it was passed to. Attach it explicitly: "
+        "`trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
+    )
+
+
+def wrap(trainer: Trainer, name: str, wrapper: Callable[[Callable], Callable]) -> None:
+    """Replaces `trainer.<name>` on this instance (not its class) by `wrapper(original)`."""
+    setattr(trainer, name, wrapper(getattr(trainer, name)))
+
+
+def scored_inputs(args: tuple, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `inputs` argument of a `_calculate_rewards(inputs, prompts, completions, completion_ids_list)` call."""
+    return kwargs["inputs"] if "inputs" in kwargs else args[0]
+
+
+class IndexedRows(Dataset):
+    """
+    A map-style dataset's rows as the data loader reads them, each with its dataset index under `kgps_index`: the
+    rewards of a generation batch are attributed by index, whatever the prompts' texts (duplicates, images). Reward
+    functions receive it among their keyword arguments, as any dataset column.
+    """
+
+    def __init__(self, rows: Dataset):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {**self.rows[index], INDEX_COLUMN: int(index)}
+
+    def __getitems__(self, indices: list[int]) -> list[dict[str, Any]]:
+        # `datasets.Dataset` reads a batch of rows at once, which the data loader uses when it is offered.
+        rows = (
+            self.rows.__getitems__(indices) if hasattr(self.rows, "__getitems__") else [self.rows[i] for i in indices]
+        )
+        return [{**row, INDEX_COLUMN: int(i)} for row, i in zip(rows, indices)]
+
+
+def input_indices(inputs: list[dict[str, Any]]) -> np.ndarray:
+    """The dataset index of each of this rank's scored rows, `(len(inputs),)` int64."""
+    if inputs and INDEX_COLUMN not in inputs[0]:
+        raise RuntimeError(
+            f"The trainer scored rows without the {INDEX_COLUMN!r} column KGPS adds to identify prompts: the train "
+            "data loader was not built by `trainer.get_train_dataloader()`, or a collator dropped the column."
+        )
+    return np.fromiter((row[INDEX_COLUMN] for row in inputs), dtype=np.int64, count=len(inputs))
+
+
+def generation_layout(trainer: Trainer) -> tuple[int, int, int]:
+    """(prompts per generation batch, completions per prompt, repetitions of each batch), as `RepeatSampler` gets."""
+    G = trainer.num_generations
+    return trainer.args.generation_batch_size // G, G, trainer.num_iterations * trainer.args.steps_per_generation
+
+
+def reward_functions(trainer: Trainer) -> tuple[list[str], list[float]]:
+    """The reward functions' names and weights, in the order of the columns of the rewards KGPS receives."""
+    return list(trainer.reward_func_names), trainer.reward_weights.tolist()
+
+
+class MetricsLog:
+    """
+    KGPS's metrics on their way to the trainer's logs: appended to `trainer._metrics["train"]`, which TRL's
+    `log()` averages into every log (so wandb, trackio, TensorBoard get them). `verify(logs)` at each `on_log` warns
+    once if metrics were appended and none arrived.
+    """
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        self.sent = False
+        self.warned = False
+
+    def add(self, metrics: dict[str, float]) -> None:
+        logged = getattr(self.trainer, "_metrics", None)
+        if isinstance(logged, dict) and "train" in logged:
+            for key, value in metrics.items():
+                logged["train"][key].append(value)
+            self.sent = True
+        else:
+            self._warn(f"{type(self.trainer).__name__} has no `_metrics['train']` to add them to")
+
+    def verify(self, logs: dict[str, Any] | None) -> None:
+        if self.sent and logs is not None and "loss" in logs and not any(key.startswith("kgps/") for key in logs):
+            self._warn("they were added to `_metrics['train']` and did not appear in the trainer's log")
+        self.sent = False
+
+    def _warn(self, why: str) -> None:
+        if not self.warned:
+            warnings.warn(
+                f"KGPS's metrics (kgps/*) do not reach the trainer's logs: {why}. Selection is unaffected. trl-kgps "
+                f"is tested with TRL {TESTED[0]} to {TESTED[1]}; this is TRL {_trl_version()}.",
+                stacklevel=3,
+            )
+            self.warned = True
