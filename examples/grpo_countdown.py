@@ -31,6 +31,7 @@ CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7 accelerate launch --config_file examples/acce
 # A baseline on the same run: --selector uniform, mopps or greso
 """
 
+import inspect
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config, get_quantization_config
@@ -62,6 +63,14 @@ def main(script_args, training_args, kgps_args, model_args):
     model_init_kwargs = dict(
         revision=model_args.model_revision, attn_implementation=model_args.attn_implementation, dtype=model_args.dtype
     )
+    # TRL 1.8 added GRPOTrainer(quantization_config=...); before it, the model is loaded with it.
+    quantization_config, trainer_kwargs = get_quantization_config(model_args), {}
+    if "quantization_config" in inspect.signature(GRPOTrainer).parameters:
+        trainer_kwargs["quantization_config"] = quantization_config
+    elif quantization_config is not None:
+        from trl import get_kbit_device_map
+
+        model_init_kwargs.update(quantization_config=quantization_config, device_map=get_kbit_device_map())
     model_init_kwargs.update(training_args.model_init_kwargs or {})
     training_args.model_init_kwargs = model_init_kwargs
 
@@ -77,7 +86,7 @@ def main(script_args, training_args, kgps_args, model_args):
         train_dataset=dataset["train"],
         eval_dataset=dataset["test"] if training_args.eval_strategy != "no" else None,
         peft_config=get_peft_config(model_args),
-        quantization_config=get_quantization_config(model_args),
+        **trainer_kwargs,
         callbacks=[KGPSCallback(kgps_args, selector=script_args.selector)],
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

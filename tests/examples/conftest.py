@@ -74,7 +74,11 @@ def vision_language_model(tmp_path_factory):
     """
     import torch
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
-    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    try:
+        from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    except ImportError:  # transformers 4: the PIL-based processor is the slow one
+        from transformers import CLIPImageProcessor as CLIPImageProcessorPil
 
     path = tmp_path_factory.mktemp("tiny-llava")
     tokenizer = _tokenizer()
@@ -126,7 +130,12 @@ def math_dataset(tmp_path_factory):
 @pytest.fixture(scope="session")
 def geometry_dataset(tmp_path_factory):
     """A directory of `train.parquet` and `test.parquet` laid out as hiyouga/geometry3k (`images`, `problem`, ...)."""
-    from datasets import Dataset, Features, Image, List, Value
+    from datasets import Dataset, Features, Image, Value
+
+    try:
+        from datasets import List
+    except ImportError:  # datasets < 4
+        from datasets import Sequence as List
     from PIL import Image as PILImage
 
     path = tmp_path_factory.mktemp("geometry3k")

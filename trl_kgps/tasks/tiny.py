@@ -58,6 +58,7 @@ def build_tokenizer(
         unk_token=unk,
         padding_side=padding_side,
         chat_template=chat_template,
+        model_input_names=["input_ids", "attention_mask"],  # transformers 4 would add token_type_ids, which Qwen2 rejects
     )
 
 
