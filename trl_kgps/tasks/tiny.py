@@ -58,7 +58,8 @@ def build_tokenizer(
         unk_token=unk,
         padding_side=padding_side,
         chat_template=chat_template,
-        model_input_names=["input_ids", "attention_mask"],  # transformers 4 would add token_type_ids, which Qwen2 rejects
+        # without token_type_ids, which transformers 4 would add and Qwen2's generate rejects
+        model_input_names=["input_ids", "attention_mask"],
     )
 
 
