@@ -1,36 +1,76 @@
 """
 What KGPS adds to a training run, measured beside the same run without it, on the CPU.
 
-1. GRPO on the tiny test model (75k parameters): the same model, data and seed, trained with TRL's own sampler and
-   with `KGPSCallback`; the median `step_time` TRL logs, the whole run's time, their ratios, and the time spent in
-   KGPS's own work (selection, observations, the norm).
+1. GRPO on the tiny model of the integration tests (6k parameters): the same model, data and seed, trained with
+   TRL's own sampler and with `KGPSCallback`; the median `step_time` TRL logs, the whole run's time, their ratios,
+   and the time spent in KGPS's own work (selection, observations, the norm).
 2. The same comparison on a 54M-parameter Qwen2 built from a config, and the memory of KGPS's reference copy
    against the trainable parameters'.
 3. The parameter-update norm on that model's parameters: `ParameterDelta.step()`, exact (`delta_norm_sample=1`) and
    on the default 1 % sample, against one AdamW step on the same parameters, in float32 and bfloat16, with the time
    and bytes per tracked value that `benchmarks/delta_norm_cost_table.py` scales to 0.6B-70B models.
 
-Run: `python benchmarks/bench_trl_overhead.py --json benchmarks/results/trl_overhead.json` (about 4 minutes on 2 CPU
+Run: `python benchmarks/bench_trl_overhead.py --json benchmarks/results/trl_overhead.json` (about a minute on 2 CPU
 cores); `--quick` runs every part with few steps, to check that it works.
 """
 
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
+import transformers
+
+from trl_kgps import KGPSCallback
+from trl_kgps._distributed import ParameterDelta
+from trl_kgps.tasks import tiny
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
 
-from harness import WORDS, RewardLog, build_model, build_tokenizer, prompt_dataset, trainer_args  # noqa: E402
 
-from trl_kgps import KGPSCallback  # noqa: E402
-from trl_kgps._distributed import ParameterDelta  # noqa: E402
+def build_tokenizer(words):
+    return tiny.build_tokenizer(words, split="whitespace", padding_side="right")
+
+
+def build_model(tokenizer):
+    """The tests' tiny model: 2 layers of width 16 (6k parameters with this vocabulary)."""
+    return tiny.build_model(tokenizer, hidden_size=16, num_heads=2, num_kv_heads=1)
+
+
+def prompt_dataset(num_prompts):
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": [f"p{i} a b" for i in range(num_prompts)]})
+
+
+def reward(prompts, completions, **kwargs):
+    """A 0/1 reward fixed by the prompt and the completion, with or without KGPS."""
+    return [float((len(p) + 7 * len(c)) % 3 == 0) for p, c in zip(prompts, completions)]
+
+
+def trainer_args(output_dir, **overrides):
+    from trl import GRPOConfig
+
+    kwargs = dict(
+        output_dir=output_dir,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=4,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+    )
+    return GRPOConfig(**{**kwargs, **overrides})
 
 
 class TimedKGPS(KGPSCallback):
@@ -73,6 +113,7 @@ def medium_model(tokenizer) -> torch.nn.Module:
 def grpo_run(callback, steps: int, build=build_model, **overrides) -> tuple[list[float], float, dict]:
     """Step times of a GRPO run (completions forced to full length, so every step does the same work), the whole
     run's time, and what it leaves to measure."""
+    from transformers import PrinterCallback
     from trl import GRPOTrainer
 
     tokenizer = build_tokenizer(WORDS)
@@ -81,12 +122,13 @@ def grpo_run(callback, steps: int, build=build_model, **overrides) -> tuple[list
         args = trainer_args(out, max_steps=steps, generation_kwargs={"min_new_tokens": completion}, **overrides)
         trainer = GRPOTrainer(
             model=build(tokenizer),
-            reward_funcs=RewardLog(),
+            reward_funcs=reward,
             args=args,
             train_dataset=prompt_dataset(64),
             processing_class=tokenizer,
             callbacks=None if callback is None else [callback],
         )
+        trainer.remove_callback(PrinterCallback)  # every step's logs: the figures below are the output
         t0 = time.perf_counter()
         trainer.train()
         total = time.perf_counter() - t0
@@ -130,7 +172,8 @@ def compare(steps: int, repeats: int, skip: int, build=build_model, **overrides)
 
 def report_run(name: str, steps: int, repeats: int, run: dict) -> None:
     p, k = run["plain_step"], run["kgps_step"]
-    print(f"GRPO, {name} ({run['parameters'] / 1e6:.2f}M parameters) on CPU, {repeats} x {steps} steps each:")
+    size = f"{run['parameters'] / 1e6:.1f}M" if run["parameters"] >= 1e6 else f"{run['parameters'] / 1e3:.0f}k"
+    print(f"GRPO, {name} ({size} parameters) on CPU, {repeats} x {steps} steps each:")
     print(f"  median step: TRL sampler {p * 1e3:.1f} ms, KGPSCallback {k * 1e3:.1f} ms (ratio {k / p:.3f})")
     print(
         f"  whole runs:  TRL sampler {run['plain_total']:.2f} s, KGPSCallback {run['kgps_total']:.2f} s "
@@ -138,10 +181,13 @@ def report_run(name: str, steps: int, repeats: int, run: dict) -> None:
     )
     print(f"  KGPS's own work: {run['own_per_step'] * 1e3:.2f} ms a step, {run['own_share']:.2%} of the runs")
     print(
-        f"  reference copy (delta_norm_sample=0.01): {run['copy_bytes'] / 2**20:.2f} MiB, "
-        f"{run['copy_bytes'] / run['parameter_bytes']:.3%} of the trainable parameters' "
-        f"{run['parameter_bytes'] / 2**20:.1f} MiB\n"
+        f"  reference copy (delta_norm_sample=0.01): {_bytes(run['copy_bytes'])}, "
+        f"{run['copy_bytes'] / run['parameter_bytes']:.3%} of the trainable parameters' {_bytes(run['parameter_bytes'])}\n"
     )
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
 def norm_cost(dtype: torch.dtype, sample: float, repeats: int) -> dict:
@@ -182,8 +228,11 @@ def main():
     parser.add_argument("--quick", action="store_true", help="few steps and repeats: checks that every part runs")
     parser.add_argument("--json", help="also write every figure, and the per-value constants, to this file")
     cli = parser.parse_args()
+    # TRL 1.16 reads transformers 5's renamed gradient-checkpointing attributes, which warns on every access
+    warnings.filterwarnings("ignore", ".*is deprecated and will be removed in v6", FutureWarning)
+    transformers.logging.set_verbosity_error()  # the tokenizer's notice on every model built
     torch.set_num_threads(2)
-    tiny_steps, medium_steps, repeats = (8, 3, 1) if cli.quick else (60, 8, 2)
+    tiny_steps, medium_steps, repeats = (8, 3, 1) if cli.quick else (60, 12, 2)
     results = {}
 
     grpo_run(None, 4 if cli.quick else 10)  # warms up torch and the tokenizer, so neither measured run pays for it

@@ -70,9 +70,7 @@ def main():
         f"Per rank, {GPUS} GPUs; time at the CPU rates measured by bench_trl_overhead.py "
         f"(AdamW {adam_ns:.2f} ns per float32 value):\n"
     )
-    print(
-        "| model | backend | values per rank | default (0.01): copy | time | / AdamW | exact (1): copy | time | / AdamW |"
-    )
+    print("| model | backend | per rank | default (0.01): copy | time | / AdamW | exact (1): copy | time | / AdamW |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in MODELS:
         model = shapes(name)
@@ -80,7 +78,8 @@ def main():
             local = [torch.empty(rank0_share(s, backend), dtype=dtype, device="meta") for s in model]
             values = sum(p.numel() for p in local)
             adam = values * adam_ns * 1e-9
-            row = [name, backend, f"{values / 1e9:.3g}G {str(dtype).removeprefix('torch.')}"]
+            size = f"{values / 1e9:.2f}B" if values >= 1e9 else f"{values / 1e6:.0f}M"
+            row = [name, backend, f"{size} {str(dtype).removeprefix('torch.')}"]
             for sample in (0.01, 1.0):
                 delta = ParameterDelta([p.requires_grad_() for p in local], sample=sample)
                 delta.reset()

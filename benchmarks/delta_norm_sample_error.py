@@ -3,7 +3,7 @@ The error of the default, sampled parameter-update norm (`delta_norm_sample=0.01
 AdamW updates on two CPU processes under DDP and FSDP2: `tests/distributed/sampled_delta_norm.py` at two model
 sizes, many steps and offset seeds; prints the ratio's mean, spread and worst case.
 
-Run: `python benchmarks/delta_norm_sample_error.py` (about 5 minutes on 2 CPU cores).
+Run: `python benchmarks/delta_norm_sample_error.py` (about 6 minutes on 2 CPU cores).
 """
 
 import argparse
@@ -18,8 +18,8 @@ import numpy as np
 
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "distributed" / "sampled_delta_norm.py"
-# (hidden size, layers, vocabulary): the distributed test's 0.5M model, and a 4.2M one
-SIZES = [(128, 2, 1024), (256, 4, 4096)]
+# (hidden size, layers, vocabulary): the distributed test's 0.5M model, a 4.2M and a 29M one
+SIZES = [(128, 2, 1024), (256, 4, 4096), (512, 8, 8192)]
 
 
 def run(hidden: int, layers: int, vocab: int, steps: int, seeds: int) -> dict:
@@ -34,7 +34,7 @@ def run(hidden: int, layers: int, vocab: int, steps: int, seeds: int) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--json", help="also write every ratio to this file")
     args = parser.parse_args()

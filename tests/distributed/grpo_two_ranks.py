@@ -15,6 +15,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 
 from harness import WORDS, NormLog, RewardLog, SpyKGPS, build_model, build_tokenizer, prompt_dataset, trainer_args  # noqa: E402
+from teardown import finish  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 from trl_kgps import KGPSConfig  # noqa: E402
@@ -48,8 +49,7 @@ def main(out_dir, disagree=False):
     }
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump(result, f, default=lambda x: np.asarray(x).tolist())
-    dist.barrier()
-    dist.destroy_process_group()
+    finish()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 
 from harness import WORDS, SpyKGPS, StepReward, StopAt, build_model, build_tokenizer, prompt_dataset, trainer_args  # noqa: E402
+from teardown import finish  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 from trl_kgps import KGPSConfig  # noqa: E402
@@ -46,8 +47,7 @@ def main(out_dir, mode, lag):
     }
     with open(os.path.join(out_dir, f"{mode}.rank{dist.get_rank()}.json"), "w") as f:
         json.dump(result, f)
-    dist.barrier()
-    dist.destroy_process_group()
+    finish()
 
 
 if __name__ == "__main__":

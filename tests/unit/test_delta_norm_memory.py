@@ -46,7 +46,7 @@ def test_the_estimate_averaged_over_every_offset_is_the_exact_squared_norm(sampl
     # them is the exact squared norm, small tensors and tensors the sample skips included.
     parameters = parameters_with_small_tensors()
     exact = ParameterDelta(parameters)
-    sampled = [ParameterDelta(parameters, sample=sample) for _ in range(round(1 / sample))]
+    sampled = [ParameterDelta(parameters, sample=sample) for _ in range(ParameterDelta._stride(sample))]
     for offset, delta in enumerate(sampled):
         delta.offset = offset
     for delta in (exact, *sampled):
@@ -56,6 +56,20 @@ def test_the_estimate_averaged_over_every_offset_is_the_exact_squared_norm(sampl
             p.add_(torch.randn_like(p) * torch.rand(()))
     squared = [delta.step() ** 2 for delta in sampled]
     assert sum(squared) / len(squared) == pytest.approx(exact.step() ** 2, rel=1e-9)
+
+
+def test_the_stride_shares_no_factor_with_power_of_two_rows():
+    # Only the even columns of a (256, 128) weight change. An even stride would track only even columns or only odd
+    # ones, in every row (the estimate: sqrt(2) times the norm, or 0); 101 tracks both alike.
+    assert [ParameterDelta._stride(s) for s in (1.0, 0.5, 0.1, 0.01)] == [1, 3, 11, 101]
+    weight = torch.nn.Parameter(torch.zeros(256, 128))
+    deltas = [ParameterDelta([weight], sample=0.01, seed=seed) for seed in range(10)]
+    for delta in deltas:
+        delta.reset()
+    with torch.no_grad():
+        weight[:, ::2] += 1.0
+    for delta in deltas:
+        assert delta.step() == pytest.approx(128.0, rel=0.1)  # sqrt(256 * 64)
 
 
 def test_a_step_allocates_at_most_one_block_for_packed_tensors():
