@@ -212,8 +212,8 @@ class Rounds:
         N, B = self.num_prompts, self.batch_size
         pending, predictions = np.asarray(state["pending"]), np.asarray(state["predictions"], dtype=np.float64)
         last_scored = np.asarray(state["last_scored"])
-        _check_batches("pending", pending, N, B)
-        _check_batches("last_scored", last_scored.reshape(-1, B) if last_scored.size else pending[:0], N, B)
+        check_batches("pending", pending, N, B)
+        check_batches("last_scored", last_scored.reshape(-1, B) if last_scored.size else pending[:0], N, B)
         if predictions.shape != pending.shape:
             raise ValueError(f"its predictions have shape {predictions.shape}, its pending batches {pending.shape}")
         batches_chosen, batches_scored = int(state["batches_chosen"]), int(state["batches_scored"])
@@ -241,7 +241,7 @@ class Rounds:
         self.last_scored = last_scored.astype(np.int64) if last_scored.size else None
 
 
-def _check_batches(name: str, rows: np.ndarray, num_prompts: int, batch_size: int) -> None:
+def check_batches(name: str, rows: np.ndarray, num_prompts: int, batch_size: int) -> None:
     """Raises unless `rows` are batches `(P, batch_size)` of prompt indices below `num_prompts`."""
     fits = rows.ndim == 2 and rows.shape[1] == batch_size and rows.dtype.kind in "iu"
     if not fits or (rows.size and (rows.min() < 0 or rows.max() >= num_prompts)):

@@ -104,7 +104,7 @@ def _restore(
     except KeyError:
         raise ValueError(
             f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
-            f"{sorted(cls.__name__ for cls in SELECTORS.values())}: build that selector yourself and pass it the "
+            f"{sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself and pass it the "
             "state with `load_state_dict`."
         ) from None
     try:

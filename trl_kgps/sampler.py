@@ -5,7 +5,7 @@ from collections.abc import Iterator, Sized
 import numpy as np
 from torch.utils.data import Sampler
 
-from ._rounds import Rounds, _check_batches
+from ._rounds import Rounds, check_batches
 from .selectors import KGPSSelector
 from .selectors.base import PromptSelector
 
@@ -135,7 +135,7 @@ class KGPSRepeatSampler(Sampler[int]):
         by replaying the saved epoch's batches.
         """
         epoch_batches = np.asarray(state["epoch_batches"])
-        _check_batches("epoch_batches", epoch_batches, self.num_samples, self.batch_size)
+        check_batches("epoch_batches", epoch_batches, self.num_samples, self.batch_size)
         self.rounds.load_state_dict(state)
         self._replay = list(epoch_batches.astype(np.int64))
         self.epoch_batches = list(self._replay)
