@@ -33,13 +33,21 @@ class Pending:
 class Scored:
     """A scored generation batch, as `Rounds.score` fed it to the selector."""
 
-    indices: np.ndarray  # (B,) int64
-    predicted: np.ndarray  # (B,) float64, predicted success before the rollouts
+    chosen: Pending  # the batch as it was chosen: its prompts, their predicted success, lag and selection time
     successes: np.ndarray  # (B,) int64, s
     trials: np.ndarray  # (B,) int64, k: completions with a usable reward
     warmup: bool  # observed during the warmup: first observations initialised the beliefs
     skipped: int  # older pending batches dropped: the trainer skipped them without scoring (a resume)
-    chosen: Pending  # the batch as it was chosen
+
+    @property
+    def indices(self) -> np.ndarray:
+        """(B,) int64: the prompts."""
+        return self.chosen.indices
+
+    @property
+    def predicted(self) -> np.ndarray:
+        """(B,) float64: their predicted success before the rollouts."""
+        return self.chosen.predicted
 
 
 class Rounds:
@@ -179,7 +187,7 @@ class Rounds:
         self.observed[seen] = True
         self.batches_scored += 1
         self.last_scored = batch
-        return Scored(batch, chosen.predicted, s, k, warmup, position, chosen)
+        return Scored(chosen, s, k, warmup, position)
 
     def predict(self, delta_norm: float) -> bool:
         """Widens every belief for a policy update of norm `delta_norm`, after the warmup; whether it did."""

@@ -138,20 +138,20 @@ def read(
 
 
 def selector_state(
-    location: str, arrays: dict[str, np.ndarray], meta: dict[str, Any], selector_class: type | None = None
-) -> tuple[str, dict[str, Any]]:
+    location: str, arrays: dict[str, np.ndarray], meta: dict[str, Any], selector_class: type
+) -> dict[str, Any]:
     """
-    The selector class name and `state_dict()` a file's `arrays` and `meta` hold; with `selector_class`, a
-    `ValueError` naming the right class unless it is that one.
+    The `state_dict()` of the `selector_class` a file's `arrays` and `meta` hold (read from `location`); a
+    `ValueError` naming the right class if it holds another.
     """
     name = meta.get("selector_class")
-    if selector_class is not None and name != selector_class.__name__:
+    if name != selector_class.__name__:
         raise ValueError(
             f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "
             f'`{name}.from_pretrained("{location}")` (from trl_kgps.selectors), or with '
             f'`trl_kgps.load_selector("{location}")`, which builds whichever selector the state holds.'
         )
-    return name, unpack_selector(arrays, meta)
+    return unpack_selector(arrays, meta)
 
 
 def pack_selector(state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

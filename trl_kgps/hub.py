@@ -98,16 +98,14 @@ def _restore(
 ) -> PromptSelector:
     """The selector a state file's `arrays` and `meta` describe, built and loaded; or a `ValueError` naming the fix."""
     location = os.fspath(path_or_repo_id)
-    name, state = _state_file.selector_state(location, arrays, meta, expected)
-    try:
-        cls = class_named(name)
-    except KeyError:
-        raise ValueError(
-            f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
-            f"{sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself and pass it the "
-            "state with `load_state_dict`."
-        ) from None
-    try:
-        return cls.from_state_dict(state)
-    except (KeyError, ValueError) as error:
-        raise ValueError(f"The KGPS state of {location!r} is not a readable {name} state: {error}") from None
+    if expected is None:
+        name = meta.get("selector_class")
+        try:
+            expected = class_named(name)
+        except KeyError:
+            raise ValueError(
+                f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
+                f"{sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself and pass it "
+                "the state with `load_state_dict`."
+            ) from None
+    return expected._from_state_file(location, arrays, meta)

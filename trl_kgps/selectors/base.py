@@ -92,8 +92,14 @@ class FromPretrainedMixin:
             `OSError`: not a local directory, and the Hub repo could not be reached or holds no `kgps_state.npz`.
         """
         location = os.fspath(path_or_repo_id)
-        arrays, meta = _state_file.read(location, revision, cache_dir, token)
-        _, state = _state_file.selector_state(location, arrays, meta, selector_class=cls)
+        return cls._from_state_file(location, *_state_file.read(location, revision, cache_dir, token))
+
+    @classmethod
+    def _from_state_file(
+        cls: type[_SelectorT], location: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+    ) -> _SelectorT:
+        """The selector a state file read from `location` holds, if it is a `cls`; else a `ValueError` naming the fix."""
+        state = _state_file.selector_state(location, arrays, meta, cls)
         try:
             return cls.from_state_dict(state)
         except (KeyError, ValueError) as error:
