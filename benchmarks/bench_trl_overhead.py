@@ -27,50 +27,12 @@ import transformers
 
 from trl_kgps import KGPSCallback
 from trl_kgps._distributed import ParameterDelta
-from trl_kgps.tasks import tiny
-
-
-WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
-
-
-def build_tokenizer(words):
-    return tiny.build_tokenizer(words, split="whitespace", padding_side="right")
-
-
-def build_model(tokenizer):
-    """The tests' tiny model: 2 layers of width 16 (6k parameters with this vocabulary)."""
-    return tiny.build_model(tokenizer, hidden_size=16, num_heads=2, num_kv_heads=1)
-
-
-def prompt_dataset(num_prompts):
-    from datasets import Dataset
-
-    return Dataset.from_dict({"prompt": [f"p{i} a b" for i in range(num_prompts)]})
+from trl_kgps.tasks.tiny import WORDS, grpo_config, word_model, word_prompts, word_tokenizer
 
 
 def reward(prompts, completions, **kwargs):
     """A 0/1 reward fixed by the prompt and the completion, with or without KGPS."""
     return [float((len(p) + 7 * len(c)) % 3 == 0) for p, c in zip(prompts, completions)]
-
-
-def trainer_args(output_dir, **overrides):
-    from trl import GRPOConfig
-
-    kwargs = dict(
-        output_dir=output_dir,
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=4,
-        learning_rate=1e-2,
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
-        disable_tqdm=True,
-    )
-    return GRPOConfig(**{**kwargs, **overrides})
 
 
 class TimedKGPS(KGPSCallback):
@@ -110,21 +72,21 @@ def medium_model(tokenizer) -> torch.nn.Module:
     return Qwen2ForCausalLM(config)
 
 
-def grpo_run(callback, steps: int, build=build_model, **overrides) -> tuple[list[float], float, dict]:
+def grpo_run(callback, steps: int, build=word_model, **overrides) -> tuple[list[float], float, dict]:
     """Step times of a GRPO run (completions forced to full length, so every step does the same work), the whole
     run's time, and what it leaves to measure."""
     from transformers import PrinterCallback
     from trl import GRPOTrainer
 
-    tokenizer = build_tokenizer(WORDS)
+    tokenizer = word_tokenizer(WORDS)
     completion = overrides.get("max_completion_length", 4)
     with tempfile.TemporaryDirectory() as out:
-        args = trainer_args(out, max_steps=steps, generation_kwargs={"min_new_tokens": completion}, **overrides)
+        args = grpo_config(out, max_steps=steps, generation_kwargs={"min_new_tokens": completion}, **overrides)
         trainer = GRPOTrainer(
             model=build(tokenizer),
             reward_funcs=reward,
             args=args,
-            train_dataset=prompt_dataset(64),
+            train_dataset=word_prompts(64),
             processing_class=tokenizer,
             callbacks=None if callback is None else [callback],
         )
@@ -143,7 +105,7 @@ def grpo_run(callback, steps: int, build=build_model, **overrides) -> tuple[list
     return times, total, seen
 
 
-def compare(steps: int, repeats: int, skip: int, build=build_model, **overrides) -> dict:
+def compare(steps: int, repeats: int, skip: int, build=word_model, **overrides) -> dict:
     """TRL's sampler against KGPSCallback, alternated `repeats` times so that drift of a shared machine hits both
     alike; the first `skip` steps of each run warm caches up and are left out of the medians."""
     plain_times, kgps_times, totals, own = [], [], {"plain": 0.0, "kgps": 0.0}, 0.0
@@ -192,7 +154,7 @@ def _bytes(n: int) -> str:
 
 def norm_cost(dtype: torch.dtype, sample: float, repeats: int) -> dict:
     """`ParameterDelta.step()` on the 54M model's parameters against one AdamW step on the same parameters."""
-    model = medium_model(build_tokenizer(WORDS)).to(dtype)
+    model = medium_model(word_tokenizer(WORDS)).to(dtype)
     parameters = list(model.parameters())
     for p in parameters:
         p.grad = torch.randn_like(p)

@@ -13,50 +13,12 @@ from trl_kgps.tasks import tiny
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def build_tokenizer(words):
-    """A word-level tokenizer over `words` (trl_kgps.tasks.tiny's builder, padding on the right as TRL's tests)."""
-    return tiny.build_tokenizer(words, split="whitespace", padding_side="right")
-
-
-def build_model(tokenizer, seed=0):
-    """
-    A 2-layer Qwen2 of width 16 for `tokenizer` (trl_kgps.tasks.tiny's builder). No pad token in its config, so the
-    pad embedding trains like any other, as in the model that wrote tests/data/trl_kgps_0.1_run.
-    """
-    return tiny.build_model(
-        tokenizer, hidden_size=16, num_heads=2, num_kv_heads=1, seed=seed, pad_token_id=None, eos_token_id=None
-    )
-
-
-WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
-
-
-def prompt_dataset(num_prompts):
-    from datasets import Dataset
-
-    return Dataset.from_dict({"prompt": [f"p{i} a b" for i in range(num_prompts)], "idx": list(range(num_prompts))})
-
-
-def trainer_args(tmp_path, config_class=None, **overrides):
-    """A `GRPOConfig` (or `config_class`, e.g. `RLOOConfig`) for a few CPU steps on the tiny model."""
-    from trl import GRPOConfig
-
-    kwargs = dict(
-        output_dir=str(tmp_path),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=4,
-        learning_rate=1e-2,
-        logging_steps=1,
-        save_strategy="no",
-        seed=0,
-        disable_tqdm=True,
-    )
-    kwargs.update(overrides)
-    return (config_class or GRPOConfig)(**kwargs)
+# The word-level tiny setup, shared with benchmarks/bench_trl_overhead.py.
+WORDS = tiny.WORDS
+build_tokenizer = tiny.word_tokenizer
+build_model = tiny.word_model
+prompt_dataset = tiny.word_prompts
+trainer_args = tiny.grpo_config
 
 
 class RewardLog:

@@ -109,6 +109,53 @@ def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, max_lengt
     return model
 
 
+# The word-level setup the tests and benchmarks/bench_trl_overhead.py run GRPO on: prompts "p<i> a b".
+WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
+
+
+def word_tokenizer(words: Sequence[str] = WORDS):
+    """A word-level tokenizer over `words`, padding on the right as TRL's own tests do."""
+    return build_tokenizer(words, split="whitespace", padding_side="right")
+
+
+def word_model(tokenizer, seed: int = 0):
+    """
+    A 2-layer Qwen2 of width 16 for `tokenizer` (6k parameters with `WORDS`). No pad token in its config, so the pad
+    embedding trains like any other, as in the model that wrote tests/data/trl_kgps_0.1_run.
+    """
+    return build_model(
+        tokenizer, hidden_size=16, num_heads=2, num_kv_heads=1, seed=seed, pad_token_id=None, eos_token_id=None
+    )
+
+
+def word_prompts(num_prompts: int):
+    """A `datasets.Dataset` of `num_prompts` prompts "p<i> a b" with their number `i` in the column `idx`."""
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": [f"p{i} a b" for i in range(num_prompts)], "idx": list(range(num_prompts))})
+
+
+def grpo_config(output_dir, config_class=None, **overrides):
+    """A `GRPOConfig` (or `config_class`, e.g. `RLOOConfig`) for a few CPU steps on `word_model`."""
+    from trl import GRPOConfig
+
+    kwargs = dict(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=4,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+    )
+    return (config_class or GRPOConfig)(**{**kwargs, **overrides})
+
+
 def warm_start(
     model,
     tokenizer,
