@@ -1,73 +1,163 @@
-"""The CPU benchmark's own arithmetic: the headline metric's interpolation and the oracle's two rules."""
+"""The CPU testbed's own arithmetic (benchmarks/realcpu): the headline metric, the pairing, the power checks, the
+oracles' rules, the environment record and the committed warm start."""
 
-import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="module")
-def bench():
-    path = Path(__file__).parents[2] / "benchmarks" / "real_cpu.py"
-    spec = importlib.util.spec_from_file_location("real_cpu", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+from realcpu import methods, report, setting  # noqa: E402
+from realcpu.environment import PACKAGES, describe, environment  # noqa: E402
 
 
-def test_rollouts_to_reach_interpolates_the_first_crossing(bench):
+def test_rollouts_to_reach_interpolates_the_first_crossing():
     rollouts, accuracy = [0, 100, 200, 300], [0.3, 0.5, 0.4, 0.7]
-    assert bench.rollouts_to_reach(rollouts, accuracy, 0.45) == pytest.approx(75.0)  # 0 + (0.15 / 0.2) * 100
-    assert bench.rollouts_to_reach(rollouts, accuracy, 0.6) == pytest.approx(200 + (0.2 / 0.3) * 100)
-    assert bench.rollouts_to_reach(rollouts, accuracy, 0.2) == 0.0
-    assert bench.rollouts_to_reach(rollouts, accuracy, 0.9) == float("inf")
+    assert report.rollouts_to_reach(rollouts, accuracy, 0.45) == pytest.approx(75.0)  # 0 + (0.15 / 0.2) * 100
+    assert report.rollouts_to_reach(rollouts, accuracy, 0.6) == pytest.approx(200 + (0.2 / 0.3) * 100)
+    assert report.rollouts_to_reach(rollouts, accuracy, 0.2) == 0.0
+    assert report.rollouts_to_reach(rollouts, accuracy, 0.9) == float("inf")
 
 
-def test_paired_compares_runs_of_the_same_seed(bench):
-    def run(final, curve_rollouts=(0, 50, 100)):
-        return {
-            "heldout_accuracy": [0.2, (0.2 + final) / 2, final],
-            "rollouts": list(curve_rollouts),
-            "steps": [0, 50, 100],
-        }
+def _run(final, gain=0.3):
+    return {
+        "heldout_accuracy": [final - gain, final - gain / 2, final],
+        "rollouts": [0, 50, 100],
+        "steps": [0, 50, 100],
+        "summary": {"heldout_gain": gain},
+    }
 
-    results = {"runs": {"uniform": {"0": run(0.5), "1": run(0.6)}, "oracle": {"0": run(0.6), "1": run(0.6)}}}
-    pairs = bench.paired(results)
+
+def test_paired_compares_runs_of_the_same_seed():
+    runs = {"uniform": {"0": _run(0.5), "1": _run(0.6)}, "oracle": {"0": _run(0.6), "1": _run(0.6)}}
+    pairs = report.paired(runs)
     np.testing.assert_allclose(pairs["oracle"]["difference"], [0.1, 0.0])
-    # seed 0: 0.5 is reached between 50 (0.4) and 100 (0.6), halfway; seed 1: exactly at the end
-    np.testing.assert_allclose(pairs["oracle"]["rollouts_to_baseline_final"], [0.75, 1.0])
+    # seed 0: 0.5 is reached between 50 (0.45) and 100 (0.6), a third of the way; seed 1: exactly at the end
+    np.testing.assert_allclose(pairs["oracle"]["rollouts_to_baseline_final"], [(50 + 50 / 3) / 100, 1.0])
 
 
-def test_paired_reads_the_early_difference_a_quarter_into_the_run(bench):
+def test_paired_reads_the_early_difference_a_quarter_into_the_run():
     def run(accuracy):
         return {"heldout_accuracy": accuracy, "rollouts": [0, 10, 20, 30, 40], "steps": [0, 25, 50, 75, 100]}
 
-    results = {
-        "runs": {"uniform": {"0": run([0.2, 0.3, 0.4, 0.5, 0.6])}, "kgps": {"0": run([0.2, 0.36, 0.4, 0.5, 0.6])}}
-    }
-    pairs = bench.paired(results)
+    pairs = report.paired(
+        {"uniform": {"0": run([0.2, 0.3, 0.4, 0.5, 0.6])}, "kgps": {"0": run([0.2, 0.36, 0.4, 0.5, 0.6])}}
+    )
     assert pairs["kgps"]["early_step"] == 25
     np.testing.assert_allclose(pairs["kgps"]["early_difference"], [0.06])
-    np.testing.assert_allclose(pairs["kgps"]["difference"], [0.0])
 
 
-def _oracle(bench, p, rule, seed=0):
-    return bench.Oracle(len(p), lambda: np.asarray(p, float), group_size=8, refresh=1, seed=seed, rule=rule)
+def test_power_needs_a_uniform_gain_and_an_oracle_margin_beyond_twice_its_spread():
+    runs = {
+        "uniform": {"0": _run(0.50, gain=0.10), "1": _run(0.52, gain=0.08)},
+        "oracle": {"0": _run(0.53), "1": _run(0.54)},  # differences 0.03 and 0.02: mean 0.025, std 0.005
+    }
+    checks = report.power(runs, report.paired(runs))
+    assert checks["uniform_gain"]["value"] == pytest.approx(0.09) and checks["uniform_gain"]["passed"]
+    assert checks["oracle_margin"]["value"] == pytest.approx(0.025)
+    assert checks["oracle_margin"]["spread"] == pytest.approx(0.005) and checks["oracle_margin"]["passed"]
+    runs["oracle"]["1"] = _run(0.50)  # differences 0.03 and -0.02: mean 0.005, std 0.025
+    assert not report.power(runs, report.paired(runs))["oracle_margin"]["passed"]
 
 
-def test_greedy_oracle_takes_the_prompts_most_likely_to_give_a_mixed_group(bench):
-    p = np.array([0.99, 0.5, 0.0, 0.3, 0.7, 0.95])
-    oracle = _oracle(bench, p, "greedy")
+def _oracle(p, rule="proportional", levels=None, refresh=1):
+    p = np.asarray(p, float)
+    return methods.Oracle(len(p), lambda: p, group_size=8, refresh=refresh, seed=0, rule=rule, levels=levels)
+
+
+def test_greedy_oracle_takes_the_prompts_most_likely_to_give_a_mixed_group():
+    oracle = _oracle([0.99, 0.5, 0.0, 0.3, 0.7, 0.95], "greedy")
     assert sorted(oracle.select(3).tolist()) == [1, 3, 4]
     assert sorted(oracle.select(3, exclude=[1]).tolist()) == [3, 4, 5]
 
 
-def test_proportional_oracle_draws_in_proportion_to_the_mixed_group_probability(bench):
+def test_proportional_oracle_draws_in_proportion_to_the_mixed_group_probability():
     p = np.array([0.5, 0.9, 0.97, 0.0, 1.0])
     mixed = 1 - p**8 - (1 - p) ** 8
-    oracle = _oracle(bench, p, "proportional")
+    oracle = _oracle(p)
     draws = np.array([oracle.select(1)[0] for _ in range(20_000)])
-    frequency = np.bincount(draws, minlength=5) / draws.size
-    np.testing.assert_allclose(frequency, mixed / mixed.sum(), atol=0.015)  # > 4 binomial standard deviations
+    np.testing.assert_allclose(np.bincount(draws, minlength=5) / draws.size, mixed / mixed.sum(), atol=0.015)
     assert set(oracle.select(2, exclude=[0]).tolist()) == {1, 2}  # never a prompt whose group cannot be mixed
+
+
+def test_level_oracle_knows_each_levels_mean_chance_of_a_mixed_group_and_nothing_per_prompt():
+    p = np.array([0.5, 0.99, 0.0, 0.2, 0.3, 1.0])
+    levels = np.array([1, 1, 1, 2, 2, 2])
+    mixed = 1 - p**8 - (1 - p) ** 8
+    oracle = _oracle(p, levels=levels)
+    oracle.select(1)
+    known = oracle.known_success()
+    u = 1 - known**8 - (1 - known) ** 8  # the chance of a mixed group it acts on, per prompt
+    np.testing.assert_allclose(u[:3], mixed[:3].mean(), rtol=1e-9)  # by hand: the level's mean
+    np.testing.assert_allclose(u[3:], mixed[3:].mean(), rtol=1e-9)
+    # its draws: every prompt of a level equally often, levels in proportion to their mean chance
+    draws = np.array([oracle.select(1)[0] for _ in range(30_000)])
+    frequency = np.bincount(draws, minlength=6) / draws.size
+    expected = np.repeat([mixed[:3].mean(), mixed[3:].mean()], 3)
+    np.testing.assert_allclose(frequency, expected / expected.sum(), atol=0.012)
+    # its prediction is each level's mean success, not the per-prompt truth
+    np.testing.assert_allclose(oracle.predicted_success(), np.repeat([p[:3].mean(), p[3:].mean()], 3))
+
+
+def test_a_stale_oracle_measures_the_truth_only_every_refresh_batches():
+    calls = []
+    truth = lambda: calls.append(1) or np.full(4, 0.5)  # noqa: E731
+    oracle = methods.Oracle(4, truth, group_size=8, refresh=25, seed=0)
+    for _ in range(60):
+        oracle.select(1)
+    assert len(calls) == 3  # batches 0, 25 and 50
+
+
+def test_build_names_every_suite_method():
+    assert all(methods.known(m) for m in methods.SUITE + methods.OTHERS)
+    assert not methods.known("oracle@")
+
+
+def test_the_environment_names_packages_python_cpu_threads_and_commit():
+    from importlib import metadata
+
+    env = environment(threads=1)
+    assert set(PACKAGES) <= set(env["packages"])
+    assert env["packages"]["numpy"] == metadata.version("numpy")
+    assert env["torch_threads"] == 1 and env["cpu"] and env["cpu_capability"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=BENCHMARKS).stdout.strip()
+    if head:  # a git checkout
+        assert env["commit"].split("+")[0] == head
+    line = describe(env)
+    assert env["cpu_capability"] in line and f"numpy {env['packages']['numpy']}" in line
+
+
+def test_every_committed_benchmark_result_names_its_environment():
+    files = sorted((BENCHMARKS / "results").rglob("*.json"))
+    assert files
+    for path in files:
+        env = json.loads(path.read_text()).get("environment")
+        assert env is not None, f"{path} does not record its environment"
+        assert {"packages", "python", "cpu", "torch_threads", "commit"} <= set(env), path
+
+
+def test_the_committed_warm_start_is_the_one_its_record_describes():
+    record = json.loads(Path(setting.WARM_START).with_suffix(".json").read_text())
+    assert setting.warm_start_digest() == record["sha256"]
+    from trl_kgps.tasks.evaluation import answer_probabilities
+
+    model, tokenizer = setting.policy()
+    _, test = setting.splits(setting.REGIMES["base"])
+    heldout = answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean()
+    assert heldout == pytest.approx(record["heldout_accuracy"], abs=1e-4)
+
+
+def test_regimes_share_the_held_out_set_and_extend_the_pool_with_unseen_out_of_reach_prompts():
+    base_train, base_test = setting.splits(setting.REGIMES["base"])
+    train, test = setting.splits(setting.REGIMES["out_of_reach"])
+    assert test["prompt"] == base_test["prompt"]
+    assert train["prompt"][: len(base_train)] == base_train["prompt"]
+    extra = train.select(range(len(base_train), len(train)))
+    assert len(extra) == setting.REGIMES["out_of_reach"].out_of_reach and set(extra["level"]) == {4}
+    assert len(set(train["prompt"])) == len(train) and not set(train["prompt"]) & set(test["prompt"])

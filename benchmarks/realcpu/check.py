@@ -1,0 +1,74 @@
+"""
+Does this environment reproduce the committed results? One run — uniform, seed 0, the `base` regime, its whole 400
+steps — compared snapshot by snapshot with the committed curve of the same run, plus the fingerprints of the data
+and the warm start, and the packages that differ from the committed environment.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from . import runner
+from . import setting as settings
+from .environment import PACKAGES, environment
+from .report import curves
+
+
+REGIME, METHOD, SEED = "base", "uniform", "0"
+# Largest difference of held-out accuracy at any snapshot that still counts as the same run. Measured: the same
+# warm start trained by torch's AVX2 kernels instead of its AVX-512 ones moved the curve by at most 0.0013
+# (docs/benchmarks.md); the suite's paired spreads are 0.003 and more.
+TOLERANCE = 0.005
+
+
+def check(results_path: str, threads: int = 1) -> tuple[bool, str]:
+    """`(passed, report)`: this environment's run against the committed one in `results_path`."""
+    import torch
+
+    torch.set_num_threads(threads)
+    with open(results_path) as f:
+        committed = json.load(f)
+    entry = committed["regimes"][REGIME]
+    reference = entry["runs"][METHOD][SEED]
+    setting = settings.build(settings.REGIMES[REGIME])
+    lines = []
+    fingerprint = setting.fingerprint()
+    changed = [key for key, value in fingerprint.items() if entry["fingerprint"].get(key) != value]
+    if changed:
+        lines.append(
+            f"the regime's {', '.join(changed)} differ from the committed ones: {fingerprint} vs {entry['fingerprint']}"
+        )
+    mine = curves(runner.run(setting, METHOD, int(SEED)))
+    a, b = np.asarray(mine["heldout_accuracy"]), np.asarray(reference["heldout_accuracy"])
+    if a.shape != b.shape:
+        return False, f"the run has {a.size} snapshots, the committed one {b.size}: not the same setting."
+    gap = np.abs(a - b)
+    worst = int(gap.argmax())
+    lines.append(
+        f"{METHOD}, seed {SEED}, regime {REGIME}: held-out accuracy {a[0]:.4f} -> {a[-1]:.4f} here, "
+        f"{b[0]:.4f} -> {b[-1]:.4f} committed; largest difference {gap.max():.4f} at step {mine['steps'][worst]} "
+        f"(tolerance {TOLERANCE})"
+    )
+    here, there = environment(threads), committed["environment"]
+    different = [
+        f"{name} {here['packages'].get(name)} (committed {there['packages'].get(name)})"
+        for name in PACKAGES
+        if here["packages"].get(name) != there["packages"].get(name)
+    ]
+    for key in ("python", "cpu", "cpu_capability"):
+        if here[key] != there[key]:
+            different.append(f"{key} {here[key]} (committed {there[key]})")
+    lines.append("environment: " + ("; ".join(different) if different else "the same packages, Python and CPU"))
+    passed = not changed and gap.max() <= TOLERANCE
+    verdict = (
+        "REPRODUCES the committed results"
+        if passed
+        else "does NOT reproduce the committed results: the suite's numbers in docs/benchmarks.md were not measured "
+        "in an environment like this one; run `python benchmarks/real_cpu.py` to measure them here"
+    )
+    return passed, "\n".join([f"This environment {verdict}."] + [f"- {line}" for line in lines])
+
+
+def default_results() -> str:
+    return os.path.join(os.path.dirname(settings.HERE), "results", "real_cpu.json")

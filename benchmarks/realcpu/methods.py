@@ -1,0 +1,203 @@
+"""
+Every method the testbed compares, by name: the library's selectors (`uniform`, `kgps` the default, `kgps_paper`,
+`mopps`, `greso`, and every configuration in `trl_kgps.variants.VARIANTS`), and benchmark-only ones that know what
+no real selector can:
+
+- `oracle`: every training prompt's current true success `p`, re-measured before every batch;
+- `oracle@25`, `oracle@100`: the same truth, re-measured only every 25 or 100 batches (what staleness costs);
+- `oracle_level`: each difficulty level's current mean chance of a mixed group, nothing per prompt (what shared
+  structure alone is worth);
+- `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
+- `ds`: DAPO's dynamic sampling, emulated outside the trainer (it pays for screening rollouts).
+
+The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
+`u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
+"""
+
+from collections.abc import Callable
+
+import numpy as np
+
+from trl_kgps import KGPSConfig
+from trl_kgps.simulator import oracle_batch
+from trl_kgps.variants import VARIANTS
+
+
+# The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
+SUITE = ("uniform", "kgps", "mopps", "greso", "oracle", "oracle@25", "oracle@100", "oracle_level")
+OTHERS = ("kgps_paper", "oracle_greedy", "ds")
+BASELINE = "uniform"
+
+
+def known(method: str) -> bool:
+    return method in SUITE or method in OTHERS or method in VARIANTS
+
+
+class _BenchmarkSelector:
+    """What the benchmark-only selectors share: no checkpoints, no use for the update norm."""
+
+    def initialize(self, indices, successes, trials) -> None:
+        self.update(indices, successes, trials)
+
+    def predict(self, delta_norm) -> None:
+        pass
+
+    def update(self, indices, successes, trials) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError(f"the benchmark's {type(self).__name__} is not checkpointed")
+
+    def load_state_dict(self, state) -> None:
+        raise NotImplementedError(f"the benchmark's {type(self).__name__} is not checkpointed")
+
+
+class Oracle(_BenchmarkSelector):
+    r"""
+    Knows every one of the `num_prompts` training prompts' current success rate, shape `(N,)`, from `truth()` (exact, re-measured every
+    `refresh` batches, never counted as rollouts) and trains on the prompts likely to give a mixed group of `G`,
+    \(u = 1 - p^G - (1 - p)^G\).
+
+    `levels=None`: per prompt. With `levels` (shape `(N,)`, one label per prompt), it keeps only each level's mean
+    `u` and gives it to every prompt of the level: what knowing the shared structure, and nothing per prompt, is
+    worth. `rule="proportional"` draws `B` distinct prompts in proportion to `u` (the training distribution of DAPO's
+    dynamic sampling without its screening rollouts); `rule="greedy"` takes the `B` largest, ties in random order.
+    """
+
+    def __init__(
+        self,
+        num_prompts: int,
+        truth: Callable[[], np.ndarray],
+        group_size: int,
+        refresh: int,
+        seed: int,
+        rule: str = "proportional",
+        levels=None,
+    ):
+        if refresh < 1 or rule not in ("proportional", "greedy"):
+            raise ValueError(f"Oracle(refresh={refresh}, rule={rule!r}): refresh >= 1, rule proportional or greedy.")
+        self.num_prompts, self.truth, self.group_size, self.refresh, self.rule = (
+            num_prompts, truth, group_size, refresh, rule
+        )  # fmt: skip
+        self.levels = None if levels is None else np.asarray(levels)
+        self.rng = np.random.default_rng(seed)
+        self.selections = 0
+        self.p = None
+
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        if self.selections % self.refresh == 0:
+            self.p = np.asarray(self.truth(), float)
+        self.selections += 1
+        return oracle_batch(
+            self.known_success(), self.group_size, batch_size, self.rng, self.rule == "greedy", exclude
+        )
+
+    def known_success(self) -> np.ndarray:
+        """
+        The success rate the oracle acts on, shape `(N,)`: the truth per prompt, or with `levels` the rate `q` at
+        which `1 - q^G - (1 - q)^G` equals the level's mean chance of a mixed group, the same for all its prompts.
+        """
+        if self.levels is None:
+            return self.p
+        G = self.group_size
+        mixed = 1 - self.p**G - (1 - self.p) ** G
+        known = np.empty_like(self.p)
+        for level in np.unique(self.levels):
+            members = self.levels == level
+            known[members] = _rate_with_mixed_chance(float(mixed[members].mean()), G)
+        return known
+
+    def predicted_success(self, indices=None) -> np.ndarray:
+        """What it knows as a success rate: the truth per prompt, or each level's mean success."""
+        p = self.p if self.p is not None else np.asarray(self.truth(), float)
+        if self.levels is not None:
+            _, level_of = np.unique(self.levels, return_inverse=True)
+            p = (np.bincount(level_of, p) / np.bincount(level_of))[level_of]
+        return p.copy() if indices is None else p[np.asarray(indices)]
+
+
+def _rate_with_mixed_chance(u: float, G: int) -> float:
+    """The `q` in `[0, 1/2]` with `1 - q^G - (1 - q)^G = u` (the chance of a mixed group rises on that interval)."""
+    lo, hi = 0.0, 0.5
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if 1 - mid**G - (1 - mid) ** G < u else (lo, mid)
+    return (lo + hi) / 2
+
+
+class DynamicSampling(_BenchmarkSelector):
+    """
+    DAPO's dynamic sampling as a prompt selector: candidates from a seeded uniform stream are rolled out by the
+    current policy (`screen(indices)` returns their sampled success rates) and kept when their group is mixed, until
+    `batch_size` are kept (at most `max_candidates` candidates per batch; the last ones screened fill a batch that
+    falls short). `screened` counts every candidate rolled out.
+    """
+
+    def __init__(self, num_prompts: int, screen, seed: int, max_candidates: int = 256):
+        self.num_prompts, self.screen = num_prompts, screen
+        self.rng = np.random.default_rng(seed)
+        self.max_candidates = max_candidates
+        self.stream: list[int] = []
+        self.screened = 0
+        self.last = np.full(num_prompts, 0.5)
+
+    def _candidates(self, count: int, exclude: set) -> list[int]:
+        picked = []
+        while len(picked) < count:
+            if not self.stream:
+                self.stream = self.rng.permutation(self.num_prompts).tolist()
+            index = self.stream.pop()
+            if index not in exclude:
+                picked.append(index)
+        return picked
+
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        excluded = set() if exclude is None else set(np.asarray(exclude).tolist())
+        kept, rejected = [], []
+        while len(kept) < batch_size and len(kept) + len(rejected) < self.max_candidates:
+            candidates = self._candidates(batch_size, excluded | set(kept) | set(rejected))
+            rates = self.screen(candidates)
+            self.screened += len(candidates)
+            for index, rate in zip(candidates, rates):
+                self.last[index] = rate
+                (kept if 0 < rate < 1 else rejected).append(index)
+        return np.array((kept + rejected)[:batch_size])
+
+    def update(self, indices, successes, trials) -> None:
+        trials = np.asarray(trials)
+        seen = trials > 0
+        self.last[np.asarray(indices)[seen]] = np.asarray(successes)[seen] / trials[seen]
+
+    def predicted_success(self, indices=None) -> np.ndarray:
+        return self.last.copy() if indices is None else self.last[np.asarray(indices)]
+
+
+def build(method: str, setting, model, seed: int):
+    """
+    `(selector, config)` for `KGPSCallback(config, selector=selector)`: a library name or a benchmark-only selector
+    that reads `model` (the policy being trained) for its truth or its screening.
+    """
+    G = setting.regime.num_generations
+    if method in VARIANTS:
+        return "kgps", VARIANTS[method]
+    if method == "ds":
+        from trl_kgps.tasks.evaluation import success_rates
+
+        def screen(indices):
+            rows = setting.train.select(indices)
+            return success_rates(
+                model, setting.tokenizer, rows["prompt"], setting.reward, {"answer": rows["answer"]}, samples=G,
+                max_new_tokens=4, seed=int(selector.rng.integers(2**31)),
+            )  # fmt: skip
+
+        selector = DynamicSampling(len(setting.train), screen, seed)
+        return selector, KGPSConfig()
+    if method.startswith("oracle"):
+        name, _, refresh = method.partition("@")
+        truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
+        levels = setting.train["level"] if name == "oracle_level" else None
+        rule = "greedy" if name == "oracle_greedy" else "proportional"
+        return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
+    if method in ("uniform", "mopps", "greso"):
+        return method, KGPSConfig()
+    raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")

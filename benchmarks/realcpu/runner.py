@@ -1,0 +1,161 @@
+"""
+One run of the testbed — a regime, a method, a seed — with the real `GRPOTrainer` from the committed warm start, and a
+sweep of runs over worker processes. Every `snapshot_every` steps a run records every training prompt's true success,
+the held-out accuracy and the selector's predicted success.
+"""
+
+import os
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import numpy as np
+from transformers import TrainerCallback
+
+from . import methods
+from . import setting as settings
+
+
+class Snapshots(TrainerCallback):
+    """Every `every` steps (and before the first): the truth, the held-out accuracy and the selector's prediction."""
+
+    def __init__(self, setting, kgps, every: int, extra_rollouts=lambda: 0, stop_at: int | None = None):
+        self.setting, self.kgps, self.every, self.extra_rollouts, self.stop_at = (
+            setting, kgps, every, extra_rollouts, stop_at
+        )  # fmt: skip
+        self.records = []
+
+    def take(self, model, step: int) -> None:
+        self.records.append(
+            dict(
+                step=step,
+                rollouts=self.kgps.rollouts + self.extra_rollouts(),
+                true=self.setting.true_success(model, self.setting.train),
+                heldout=float(self.setting.true_success(model, self.setting.test).mean()),
+                # Before a warmup epoch ends a selector has no prediction of its own.
+                predicted=None if self.kgps.in_warmup else np.asarray(self.kgps.selector.predicted_success(), float),
+            )
+        )
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.take(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step % self.every == 0:
+            self.take(model, state.global_step)
+        if self.stop_at is not None and state.global_step >= self.stop_at:
+            control.should_training_stop = True
+
+
+def run(setting, method: str, seed: int, stop_at: int | None = None) -> dict:
+    """
+    Trains a copy of the warm start with `method` for the regime's steps (the learning-rate schedule of the whole
+    run even when `stop_at` ends it early) and returns the snapshots and the run's logged KGPS metrics.
+    """
+    import copy
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trl_kgps import KGPSCallback
+
+    regime = setting.regime
+    model = copy.deepcopy(setting.model)
+    selector, config = methods.build(method, setting, model, seed)
+    kgps = KGPSCallback(config, selector=selector)
+    snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _ds_extra(method, kgps), stop_at)
+    args = GRPOConfig(
+        output_dir=os.path.join(tempfile.gettempdir(), "trl-kgps-real-cpu", f"{regime.name}-{method}-{seed}"),
+        report_to="none",
+        per_device_train_batch_size=regime.rollouts_per_step,
+        num_generations=regime.num_generations,
+        max_steps=regime.steps,
+        logging_steps=1,
+        save_strategy="no",  # nothing is saved
+        seed=seed,
+        disable_tqdm=True,
+        log_level="error",
+        **setting.grpo,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=setting.reward,
+        args=args,
+        train_dataset=setting.train,
+        processing_class=setting.tokenizer,
+        callbacks=[kgps, snapshots],
+    )
+    _quiet(trainer)
+    start = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - start
+    last = trainer.state.global_step
+    if snapshots.records[-1]["step"] != last:
+        snapshots.take(trainer.model, last)
+    logged = [r for r in trainer.state.log_history if r.get("step", 0) > kgps.sampler.warmup_batches]
+    return dict(
+        records=snapshots.records,
+        wall_s=wall,
+        informative=_mean(logged, "kgps/informative"),
+        batch_mae=[(r["step"], r["kgps/mae"]) for r in logged if "kgps/mae" in r],
+        # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
+        distinct_prompts=int(np.count_nonzero(kgps.sampler.times_selected > kgps.config.warmup_epochs)),
+        times_selected=kgps.sampler.times_selected.tolist(),
+    )
+
+
+def _quiet(trainer) -> None:
+    """No per-step metric dicts on stdout: the benchmark prints one line per run."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for callback in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(callback)
+
+
+def _ds_extra(method: str, kgps) -> int:
+    """DS's rollouts beyond the trainer's: candidates screened, minus those kept and trained on (counted once)."""
+    if method != "ds":
+        return 0
+    sampler = kgps.sampler
+    trained_by_selector = max(0, sampler.batches_chosen - sampler.warmup_batches) * sampler.batch_size
+    return (kgps.selector.screened - trained_by_selector) * sampler.mini_repeat_count
+
+
+def _mean(records: list[dict], key: str) -> float:
+    values = [r[key] for r in records if key in r]
+    return float(np.mean(values)) if values else float("nan")
+
+
+# --- a sweep over worker processes ---------------------------------------------------------------------------------
+
+_SETTINGS: dict = {}  # a worker's settings, built once per regime
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    torch.set_num_threads(threads)
+
+
+def run_task(task: tuple) -> tuple:
+    """One `(regime name, method, seed, stop_at)` in a worker: `(task, curves)` (see `report.curves`)."""
+    from .report import curves
+
+    regime, method, seed, stop_at = task
+    if regime not in _SETTINGS:
+        _SETTINGS[regime] = settings.build(settings.REGIMES[regime])
+    return task, curves(run(_SETTINGS[regime], method, seed, stop_at))
+
+
+def sweep(tasks: list[tuple], jobs: int, threads: int):
+    """Yields `(task, curves)` as runs finish: in this process when `jobs == 1`, else over `jobs` worker processes."""
+    if jobs == 1:
+        _init_worker(threads)
+        for task in tasks:
+            yield run_task(task)
+        return
+    with ProcessPoolExecutor(
+        jobs, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(threads,)
+    ) as pool:
+        yield from pool.map(run_task, tasks)

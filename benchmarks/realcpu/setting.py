@@ -1,0 +1,235 @@
+"""
+The testbed's regimes and what each one trains: the warm-started policy (committed, not recomputed), the RL pool,
+the held-out set, the reward and the GRPO arguments, all pinned here rather than inherited from library defaults.
+
+Why the warm start is a committed file: it is 2,500 supervised AdamW steps at a learning rate of 3e-3, and that
+training is chaotic. The rounding of torch's AVX-512 kernels and of its AVX2 kernels (which an AMD EPYC of the
+Zen 2/3 generations runs) differs in the last bits, and after 2,500 steps the two networks differ by 15-98 % of each
+weight matrix's norm while scoring the same held-out accuracy (0.361). RL from them does not learn at the same
+speed: uniform gained +0.19 from one and +0.13 from the other (docs/benchmarks.md). The RL phase itself is not
+sensitive that way. So the benchmark starts every run from the same bytes, `warm_start.safetensors`, made once by
+`python benchmarks/real_cpu.py --make_warm_start`.
+"""
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WARM_START = os.path.join(HERE, "warm_start.safetensors")
+WARM_START_STEPS = 2500
+NUM_EVAL_PROMPTS = 1024
+BASE_POOL = 512
+
+
+@dataclass(frozen=True)
+class Regime:
+    """
+    One setting of the suite. Every regime starts from the same warm start and is judged on the same 1,024 held-out
+    prompts; they differ in what shapes selection.
+
+    Args:
+        name, description: how reports name and explain it.
+        out_of_reach (`int`): level-4 prompts (never in the warm start: success ~0) added to the 512-prompt pool.
+        prompts_per_step (`int`), num_generations (`int`): a step's batch, `B` prompts x `G` completions.
+        learning_rate (`float`): peak learning rate (linear warmup over `lr_warmup_steps`, then linear decay).
+        steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
+    """
+
+    name: str
+    description: str
+    out_of_reach: int = 0
+    prompts_per_step: int = 4
+    num_generations: int = 8
+    learning_rate: float = 1e-4
+    steps: int = 400
+    lr_warmup_steps: int = 10
+    snapshot_every: int = 20
+
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.prompts_per_step * self.num_generations
+
+
+REGIMES = {
+    regime.name: regime
+    for regime in (
+        Regime("base", "512 prompts, even levels, 4 prompts x 8 completions a step"),
+        Regime(
+            "groups_of_4", "512 prompts, even levels, 8 prompts x 4 completions a step: more unanimous groups",
+            prompts_per_step=8, num_generations=4,
+        ),
+        Regime(
+            "out_of_reach", "the same 512 + 512 level-4 prompts out of reach (5/8 of the pool), 4 x 8 a step",
+            out_of_reach=512,
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass
+class Setting:
+    """The policy, the data, the reward and the GRPO arguments of one regime."""
+
+    regime: Regime
+    model: object
+    tokenizer: object
+    train: object  # datasets.Dataset with "prompt", "answer" and "level"
+    test: object
+    reward: Callable
+    grpo: dict = field(default_factory=dict)
+
+    def true_success(self, model, dataset) -> np.ndarray:
+        """Every prompt's exact success rate under GRPO's sampling (one teacher-forced pass, no sampling noise)."""
+        from trl_kgps.tasks.evaluation import answer_probabilities
+
+        return answer_probabilities(model, self.tokenizer, dataset["prompt"], dataset["answer"])
+
+    def fingerprint(self) -> dict:
+        """Hashes of what the regime trains on: a change in the data or the warm start shows up here."""
+        digest = lambda values: hashlib.sha256("\n".join(map(str, values)).encode()).hexdigest()[:16]  # noqa: E731
+        return dict(
+            train=digest(list(self.train["prompt"]) + list(self.train["answer"])),
+            test=digest(list(self.test["prompt"]) + list(self.test["answer"])),
+            warm_start=warm_start_digest(),
+        )
+
+
+def grpo_arguments(regime: Regime) -> dict:
+    """
+    Everything the benchmark means by "GRPO", passed explicitly so that a TRL or transformers release that changes a
+    default cannot change the benchmark: sampling at temperature 1 with no top-k or top-p (the exact success rates
+    assume it), DAPO's token-level loss, rewards scaled within each group, no KL term, one update per generation,
+    float32, plain AdamW, a linear schedule.
+    """
+    return dict(
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        max_completion_length=4,  # the longest answer (3 digits) and <eos>
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        repetition_penalty=1.0,
+        loss_type="dapo",
+        scale_rewards="group",
+        beta=0.0,
+        epsilon=0.2,
+        num_iterations=1,
+        mask_truncated_completions=False,
+        learning_rate=regime.learning_rate,
+        warmup_steps=regime.lr_warmup_steps,
+        lr_scheduler_type="linear",
+        optim="adamw_torch",
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        max_grad_norm=1.0,
+        gradient_checkpointing=False,
+    )
+
+
+def splits(regime: Regime):
+    """
+    The regime's RL pool and the shared held-out set: the 512-prompt pool and 1,024 held-out prompts of
+    `trl_kgps.tasks.sharpening.make_splits` (seed 0), plus `regime.out_of_reach` distinct level-4 prompts in neither.
+    """
+    from datasets import Dataset, concatenate_datasets
+
+    from trl_kgps.tasks import sharpening
+    from trl_kgps.tasks.arithmetic import sum_problem
+
+    train, test, _ = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, 1, seed=0)
+    if regime.out_of_reach:
+        taken = set(train["prompt"]) | set(test["prompt"])
+        rng = np.random.default_rng(4)
+        extra = {"prompt": [], "answer": [], "level": []}
+        while len(extra["prompt"]) < regime.out_of_reach:
+            prompt, answer = sum_problem(sharpening.LEVELS[4], rng)
+            if prompt not in taken:
+                taken.add(prompt)
+                extra["prompt"].append(prompt)
+                extra["answer"].append(answer)
+                extra["level"].append(4)
+        train = concatenate_datasets([train, Dataset.from_dict(extra, features=train.features)])
+    return train, test
+
+
+def policy():
+    """The character tokenizer and the committed warm-started policy (about 75k parameters)."""
+    from safetensors.torch import load_file
+
+    from trl_kgps.tasks import tiny
+
+    if not os.path.exists(WARM_START):
+        raise FileNotFoundError(
+            f"{WARM_START} is missing: it ships with the repository; `python benchmarks/real_cpu.py --make_warm_start` "
+            "makes it again (on this machine's CPU, so not the same bytes)."
+        )
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tokenizer, seed=0)
+    missing, unexpected = model.load_state_dict(load_file(WARM_START), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding, so not in the file
+        raise ValueError(f"{WARM_START} does not fit the policy: missing {missing}, unexpected {unexpected}.")
+    model.eval()
+    return model, tokenizer
+
+
+def build(regime: Regime) -> Setting:
+    """The `Setting` of `regime`."""
+    from trl_kgps.tasks import arithmetic
+
+    model, tokenizer = policy()
+    train, test = splits(regime)
+    return Setting(regime, model, tokenizer, train, test, arithmetic.arithmetic_reward, grpo_arguments(regime))
+
+
+def make_warm_start(path: str = WARM_START) -> dict:
+    """
+    Trains the warm start from its recipe (2,500 supervised steps on sums whose answers are right at a rate set by
+    the level: `trl_kgps.tasks.sharpening`) and writes it to `path` with a JSON record beside it. The bytes depend on
+    the CPU's kernels (see the module docstring): the committed file is the one every run loads.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    from trl_kgps.tasks import sharpening, tiny
+
+    from .environment import environment
+
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tokenizer, seed=0)
+    _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
+    losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS)
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items() if name != "lm_head.weight"}
+    save_file(state, path)
+    with torch.no_grad():
+        from trl_kgps.tasks.evaluation import answer_probabilities
+
+        heldout = float(answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean())
+    record = dict(
+        steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout, sha256=warm_start_digest(path),
+        environment=environment(),
+    )  # fmt: skip
+    with open(os.path.splitext(path)[0] + ".json", "w") as f:
+        json.dump(record, f, indent=1)
+    return record
+
+
+def warm_start_digest(path: str = WARM_START) -> str | None:
+    """The SHA-256 of the warm-start file, `None` if it is missing."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def describe(regime: Regime) -> dict:
+    """The regime as a plain dict, for the results file."""
+    return asdict(regime)
