@@ -14,7 +14,7 @@ python benchmarks/real_cpu.py --quick --out /tmp/quick   # uniform, kgps, oracle
 python benchmarks/real_cpu.py --check          # about a minute: does this environment reproduce the committed table?
 python benchmarks/real_cpu.py --regimes base --methods uniform,kgps_paper,ds --seeds 0 --out /tmp/one
 python benchmarks/real_cpu.py --report_only    # the table and plot again, from real_cpu.json
-python benchmarks/real_cpu.py --make_warm_start   # retrain the warm start (this CPU's bytes, not the committed ones)
+python benchmarks/real_cpu.py --make_warm_start 1   # retrain warm start 1 (this CPU's bytes, not the committed ones)
 ```
 
 Writes `real_cpu.json` (the environment, every run's curves and summary), `real_cpu.md` (the tables) and
@@ -63,7 +63,12 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--check", action="store_true", help="compare one run with the committed results and exit")
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plot from real_cpu.json")
-    parser.add_argument("--make_warm_start", action="store_true", help=f"retrain {setting.WARM_START} and exit")
+    parser.add_argument(
+        "--make_warm_start",
+        type=int,
+        metavar="SEED",
+        help="train the warm start of SEED, write it beside the code, exit",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.methods, args.seeds = QUICK["methods"], QUICK["seeds"]
@@ -72,12 +77,15 @@ def parse(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    import torch
+
     if args.check:
         passed, text = check.check(check.default_results(), args.threads)
         print(text)
         return 0 if passed else 1
-    if args.make_warm_start:
-        print(setting.make_warm_start())
+    if args.make_warm_start is not None:
+        torch.set_num_threads(args.threads)
+        print(setting.make_warm_start(args.make_warm_start))
         return 0
     if args.report_only:
         with open(os.path.join(args.out, "real_cpu.json")) as f:

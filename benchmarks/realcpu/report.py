@@ -16,18 +16,26 @@ from .methods import BASELINE
 
 
 def curves(outcome: dict) -> dict:
-    """A run's snapshots as JSON-ready curves, per-level mean true success, and its summary."""
+    """
+    A run's snapshots as JSON-ready curves (per level too: each level's mean true success, and how many times its
+    prompts were trained), and its summary.
+    """
     records = outcome["records"]
     steps = [r["step"] for r in records]
     mae = [None if r["predicted"] is None else float(np.abs(r["predicted"] - r["true"]).mean()) for r in records]
     estimated = [m for m in mae if m is not None]
     accuracy = [r["heldout"] for r in records]
     counts = np.asarray(outcome["times_selected"])
+    levels = np.asarray(outcome["levels"])
     return dict(
         steps=steps,
         rollouts=[r["rollouts"] for r in records],
         heldout_accuracy=accuracy,
         train_true_success=[float(r["true"].mean()) for r in records],
+        level_true_success={
+            str(level): [float(r["true"][levels == level].mean()) for r in records] for level in np.unique(levels)
+        },
+        level_times_selected={str(level): int(counts[levels == level].sum()) for level in np.unique(levels)},
         mae_vs_true=mae,
         summary=dict(
             final_heldout_accuracy=accuracy[-1],

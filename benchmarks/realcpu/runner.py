@@ -101,6 +101,7 @@ def run(setting, method: str, seed: int, stop_at: int | None = None) -> dict:
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.sampler.times_selected > kgps.config.warmup_epochs)),
         times_selected=kgps.sampler.times_selected.tolist(),
+        levels=list(setting.train["level"]),
     )
 
 

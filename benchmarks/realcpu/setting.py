@@ -7,8 +7,9 @@ training is chaotic. The rounding of torch's AVX-512 kernels and of its AVX2 ker
 Zen 2/3 generations runs) differs in the last bits, and after 2,500 steps the two networks differ by 15-98 % of each
 weight matrix's norm while scoring the same held-out accuracy (0.361). RL from them does not learn at the same
 speed: uniform gained +0.19 from one and +0.13 from the other (docs/benchmarks.md). The RL phase itself is not
-sensitive that way. So the benchmark starts every run from the same bytes, `warm_start.safetensors`, made once by
-`python benchmarks/real_cpu.py --make_warm_start`.
+sensitive that way. So the benchmark starts every run from the same bytes, `warm_start_<seed>.safetensors`, made
+once by `python benchmarks/real_cpu.py --make_warm_start <seed>`. Which warm start a regime uses is part of the regime:
+two networks trained by the same recipe are two policies, and the suite measures selectors on both.
 """
 
 import hashlib
@@ -21,7 +22,6 @@ import numpy as np
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WARM_START = os.path.join(HERE, "warm_start.safetensors")
 WARM_START_STEPS = 2500
 NUM_EVAL_PROMPTS = 1024
 BASE_POOL = 512
@@ -39,6 +39,7 @@ class Regime:
         prompts_per_step (`int`), num_generations (`int`): a step's batch, `B` prompts x `G` completions.
         learning_rate (`float`): peak learning rate (linear warmup over `lr_warmup_steps`, then linear decay).
         steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
+        warm_start (`int`): the seed of the warm start the policy starts from (its initial weights and batch order).
     """
 
     name: str
@@ -50,6 +51,7 @@ class Regime:
     steps: int = 400
     lr_warmup_steps: int = 10
     snapshot_every: int = 20
+    warm_start: int = 0
 
     @property
     def rollouts_per_step(self) -> int:
@@ -67,6 +69,10 @@ REGIMES = {
         Regime(
             "out_of_reach", "the same 512 + 512 level-4 prompts out of reach (5/8 of the pool), 4 x 8 a step",
             out_of_reach=512,
+        ),
+        Regime(
+            "other_policy", "as `base`, from warm start 1: another network trained by the same recipe",
+            warm_start=1,
         ),
     )
 }  # fmt: skip
@@ -96,7 +102,7 @@ class Setting:
         return dict(
             train=digest(list(self.train["prompt"]) + list(self.train["answer"])),
             test=digest(list(self.test["prompt"]) + list(self.test["answer"])),
-            warm_start=warm_start_digest(),
+            warm_start=warm_start_digest(self.regime.warm_start),
         )
 
 
@@ -161,22 +167,28 @@ def splits(regime: Regime):
     return train, test
 
 
-def policy():
-    """The character tokenizer and the committed warm-started policy (about 75k parameters)."""
+def warm_start_path(seed: int) -> str:
+    """The committed warm start of `seed`: `benchmarks/realcpu/warm_start_<seed>.safetensors`."""
+    return os.path.join(HERE, f"warm_start_{seed}.safetensors")
+
+
+def policy(seed: int = 0):
+    """The character tokenizer and the committed warm-started policy of `seed` (about 75k parameters)."""
     from safetensors.torch import load_file
 
     from trl_kgps.tasks import tiny
 
-    if not os.path.exists(WARM_START):
+    path = warm_start_path(seed)
+    if not os.path.exists(path):
         raise FileNotFoundError(
-            f"{WARM_START} is missing: it ships with the repository; `python benchmarks/real_cpu.py --make_warm_start` "
-            "makes it again (on this machine's CPU, so not the same bytes)."
+            f"{path} is missing: the warm starts ship with the repository; `python benchmarks/real_cpu.py "
+            f"--make_warm_start {seed}` trains one again (on this machine's CPU, so not the same bytes)."
         )
     tokenizer = tiny.build_tokenizer()
-    model = tiny.build_model(tokenizer, seed=0)
-    missing, unexpected = model.load_state_dict(load_file(WARM_START), strict=False)
+    model = tiny.build_model(tokenizer, seed=seed)
+    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
     if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding, so not in the file
-        raise ValueError(f"{WARM_START} does not fit the policy: missing {missing}, unexpected {unexpected}.")
+        raise ValueError(f"{path} does not fit the policy: missing {missing}, unexpected {unexpected}.")
     model.eval()
     return model, tokenizer
 
@@ -185,17 +197,19 @@ def build(regime: Regime) -> Setting:
     """The `Setting` of `regime`."""
     from trl_kgps.tasks import arithmetic
 
-    model, tokenizer = policy()
+    model, tokenizer = policy(regime.warm_start)
     train, test = splits(regime)
     return Setting(regime, model, tokenizer, train, test, arithmetic.arithmetic_reward, grpo_arguments(regime))
 
 
-def make_warm_start(path: str = WARM_START) -> dict:
+def make_warm_start(seed: int = 0, path: str | None = None) -> dict:
     """
-    Trains the warm start from its recipe (2,500 supervised steps on sums whose answers are right at a rate set by
-    the level: `trl_kgps.tasks.sharpening`) and writes it to `path` with a JSON record beside it. The bytes depend on
-    the CPU's kernels (see the module docstring): the committed file is the one every run loads.
+    Trains the warm start of `seed` from its recipe (2,500 supervised steps on sums whose answers are right at a rate
+    set by the level: `trl_kgps.tasks.sharpening`; `seed` sets the initial weights and the batch order) and writes it
+    to `path` (`warm_start_path(seed)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see the
+    module docstring): the committed file is the one every run loads.
     """
+    path = path or warm_start_path(seed)
     import torch
     from safetensors.torch import save_file
 
@@ -204,9 +218,9 @@ def make_warm_start(path: str = WARM_START) -> dict:
     from .environment import environment
 
     tokenizer = tiny.build_tokenizer()
-    model = tiny.build_model(tokenizer, seed=0)
+    model = tiny.build_model(tokenizer, seed=seed)
     _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
-    losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS)
+    losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS, seed=seed)
     state = {name: tensor.contiguous() for name, tensor in model.state_dict().items() if name != "lm_head.weight"}
     save_file(state, path)
     with torch.no_grad():
@@ -214,7 +228,8 @@ def make_warm_start(path: str = WARM_START) -> dict:
 
         heldout = float(answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean())
     record = dict(
-        steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout, sha256=warm_start_digest(path),
+        seed=seed, steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout,
+        sha256=_digest(path),
         environment=environment(),
     )  # fmt: skip
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
@@ -222,8 +237,12 @@ def make_warm_start(path: str = WARM_START) -> dict:
     return record
 
 
-def warm_start_digest(path: str = WARM_START) -> str | None:
-    """The SHA-256 of the warm-start file, `None` if it is missing."""
+def warm_start_digest(seed: int = 0) -> str | None:
+    """The SHA-256 of the committed warm start of `seed`, `None` if it is missing."""
+    return _digest(warm_start_path(seed))
+
+
+def _digest(path: str) -> str | None:
     if not os.path.exists(path):
         return None
     with open(path, "rb") as f:

@@ -142,12 +142,13 @@ def test_every_committed_benchmark_result_names_its_environment():
         assert {"packages", "python", "cpu", "torch_threads", "commit"} <= set(env), path
 
 
-def test_the_committed_warm_start_is_the_one_its_record_describes():
-    record = json.loads(Path(setting.WARM_START).with_suffix(".json").read_text())
-    assert setting.warm_start_digest() == record["sha256"]
+@pytest.mark.parametrize("seed", sorted({regime.warm_start for regime in setting.REGIMES.values()}))
+def test_each_committed_warm_start_is_the_one_its_record_describes(seed):
+    record = json.loads(Path(setting.warm_start_path(seed)).with_suffix(".json").read_text())
+    assert record["seed"] == seed and setting.warm_start_digest(seed) == record["sha256"]
     from trl_kgps.tasks.evaluation import answer_probabilities
 
-    model, tokenizer = setting.policy()
+    model, tokenizer = setting.policy(seed)
     _, test = setting.splits(setting.REGIMES["base"])
     heldout = answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean()
     assert heldout == pytest.approx(record["heldout_accuracy"], abs=1e-4)
