@@ -16,13 +16,14 @@ import os
 import time
 
 import numpy as np
+from realcpu.environment import environment
 
 from trl_kgps.simulator import SCENARIOS, simulate
 from trl_kgps.variants import VARIANTS
 
 
 BASELINES = ("uniform", "mopps", "greso")
-STEPS = {"cpu": 400}  # the cpu scenario is fitted to 400 real GRPO steps; the others run 300
+STEPS = {"cpu": 400}  # the cpu scenario has the CPU testbed's 400 steps; the others run 300
 
 
 def score(trace) -> float:
@@ -46,7 +47,12 @@ def main(argv=None) -> None:
         }
         for scenario in SCENARIOS
     }
-    results = {"seeds": args.seeds, "scores": scores, "wall_s": time.perf_counter() - start}
+    results = {
+        "environment": environment(),
+        "seeds": args.seeds,
+        "scores": scores,
+        "wall_s": time.perf_counter() - start,
+    }
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "ablation_simulator.json"), "w") as f:
         json.dump(results, f, indent=1)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from realcpu.environment import environment
 
 from trl_kgps import KGPSCallback
 from trl_kgps._distributed import ParameterDelta
@@ -195,7 +196,7 @@ def main():
     transformers.logging.set_verbosity_error()  # the tokenizer's notice on every model built
     torch.set_num_threads(2)
     tiny_steps, medium_steps, repeats = (8, 3, 1) if cli.quick else (60, 12, 2)
-    results = {}
+    results = {"environment": environment()}
 
     grpo_run(None, 4 if cli.quick else 10)  # warms up torch and the tokenizer, so neither measured run pays for it
     results["tiny"] = compare(tiny_steps, repeats, skip=5 if tiny_steps > 10 else 1)

@@ -18,7 +18,7 @@ from .report import curves
 REGIME, METHOD, SEED = "base", "uniform", "0"
 # Largest difference of held-out accuracy at any snapshot that still counts as the same run. Measured: the same
 # warm start trained by torch's AVX2 kernels instead of its AVX-512 ones moved the curve by at most 0.0013
-# (docs/benchmarks.md); the suite's paired spreads are 0.003 and more.
+# (docs/benchmarks.md); the suite's paired spreads are larger.
 TOLERANCE = 0.005
 
 
@@ -29,20 +29,27 @@ def check(results_path: str, threads: int = 1) -> tuple[bool, str]:
     torch.set_num_threads(threads)
     with open(results_path) as f:
         committed = json.load(f)
+    setting = settings.build(settings.REGIMES[REGIME])
+    mine = curves(runner.run(setting, METHOD, int(SEED)))
+    return compare(committed, mine, setting.fingerprint(), environment(threads))
+
+
+def compare(committed: dict, mine: dict, fingerprint: dict, here: dict) -> tuple[bool, str]:
+    """
+    `(passed, report)`: `mine` (the curves of uniform, seed 0, `base`, run here) against the same run in `committed`
+    (a results file), the regime's `fingerprint` against the committed one, and the environment `here` against the
+    committed one. Passes when the data and the warm start are the same and the held-out accuracy is within
+    `TOLERANCE` at every snapshot; the environment's differences are named either way.
+    """
     entry = committed["regimes"][REGIME]
     reference = entry["runs"][METHOD][SEED]
-    setting = settings.build(settings.REGIMES[REGIME])
     lines = []
-    fingerprint = setting.fingerprint()
     changed = [key for key, value in fingerprint.items() if entry["fingerprint"].get(key) != value]
     if changed:
-        lines.append(
-            f"the regime's {', '.join(changed)} differ from the committed ones: {fingerprint} vs {entry['fingerprint']}"
-        )
-    mine = curves(runner.run(setting, METHOD, int(SEED)))
+        lines.append(f"the regime's {', '.join(changed)} differ from the committed ones ({fingerprint} here)")
     a, b = np.asarray(mine["heldout_accuracy"]), np.asarray(reference["heldout_accuracy"])
     if a.shape != b.shape:
-        return False, f"the run has {a.size} snapshots, the committed one {b.size}: not the same setting."
+        return False, f"The run has {a.size} snapshots, the committed one {b.size}: not the same setting."
     gap = np.abs(a - b)
     worst = int(gap.argmax())
     lines.append(
@@ -50,22 +57,24 @@ def check(results_path: str, threads: int = 1) -> tuple[bool, str]:
         f"{b[0]:.4f} -> {b[-1]:.4f} committed; largest difference {gap.max():.4f} at step {mine['steps'][worst]} "
         f"(tolerance {TOLERANCE})"
     )
-    here, there = environment(threads), committed["environment"]
+    there = committed["environment"]
     different = [
         f"{name} {here['packages'].get(name)} (committed {there['packages'].get(name)})"
         for name in PACKAGES
         if here["packages"].get(name) != there["packages"].get(name)
     ]
-    for key in ("python", "cpu", "cpu_capability"):
-        if here[key] != there[key]:
-            different.append(f"{key} {here[key]} (committed {there[key]})")
+    different += [
+        f"{key} {here[key]} (committed {there[key]})"
+        for key in ("python", "cpu", "cpu_capability")
+        if here[key] != there[key]
+    ]
     lines.append("environment: " + ("; ".join(different) if different else "the same packages, Python and CPU"))
     passed = not changed and gap.max() <= TOLERANCE
     verdict = (
         "REPRODUCES the committed results"
         if passed
-        else "does NOT reproduce the committed results: the suite's numbers in docs/benchmarks.md were not measured "
-        "in an environment like this one; run `python benchmarks/real_cpu.py` to measure them here"
+        else "does NOT reproduce the committed results: the suite's figures in docs/benchmarks.md were not measured in "
+        "an environment like this one; `python benchmarks/real_cpu.py` measures them here"
     )
     return passed, "\n".join([f"This environment {verdict}."] + [f"- {line}" for line in lines])
 

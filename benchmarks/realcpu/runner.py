@@ -133,9 +133,13 @@ _SETTINGS: dict = {}  # a worker's settings, built once per regime
 
 
 def _init_worker(threads: int) -> None:
+    import warnings
+
     import torch
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # TRL 1.16 reads transformers 5's renamed gradient-checkpointing attributes, which warns on every access
+    warnings.filterwarnings("ignore", ".*is deprecated and will be removed in v6", FutureWarning)
     torch.set_num_threads(threads)
 
 
