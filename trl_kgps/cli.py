@@ -128,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--scenario",
         choices=sorted(SCENARIOS),
         default="base",
-        help="which simulated run (docs/benchmarks.md describes each; 'cpu' is fitted to the real CPU benchmark)",
+        help="which simulated run (docs/benchmarks.md describes each; 'cpu' has the CPU testbed's shape, and ranks the "
+        "oracle below uniform: it does not judge selectors)",
     )
     sim.add_argument(
         "--selectors",

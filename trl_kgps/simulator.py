@@ -20,7 +20,9 @@ until it has `B`; every rollout it spends counts. `oracle` knows every \\(\psi_i
 probabilities proportional to that of a mixed group, \\(1 - p^k - (1 - p)^k\\) (`oracle_greedy`: the `B` most
 likely); neither needs a warmup.
 
-**Levels** (the `cpu` scenario, fitted to the real CPU benchmark by `benchmarks/calibrate_simulator.py`). With
+**Levels** (the `cpu` scenario: the shape of the real CPU testbed's `base` regime, its learning knobs fitted by
+`benchmarks/calibrate_simulator.py` to that testbed's earlier results; it ranks the oracle below uniform, so it shows
+locking and forgetting but does not judge selectors). With
 `level_means` set, the prompts are split evenly into levels whose logits start at
 \\(\mathcal{N}(\texttt{level\_means}_l, \texttt{initial\_spread}^2)\\). What a batch teaches transfers to every
 prompt of its level, saturating at a `ceiling` logit; training the other levels makes a level forget a little; and
@@ -77,9 +79,11 @@ class Scenario:
             raise ValueError("heldout_prompts needs level_means: held-out prompts follow their level's moves.")
 
 
-# The real CPU benchmark (`benchmarks/real_cpu.py`): 4 levels from solved to out of reach, 512 prompts, 4 per step,
-# 400 steps (128 of them the warmup epoch) at a linearly decaying learning rate. The knobs are fitted to its
-# trajectories by `python benchmarks/calibrate_simulator.py` (benchmarks/results/calibration.md).
+# Shaped like the real CPU testbed's `base` regime (`benchmarks/real_cpu.py`): 4 levels from solved to out of reach,
+# 512 prompts, 4 per step, 400 steps (128 of them the warmup epoch) at a linearly decaying learning rate. The knobs
+# were fitted to the testbed's earlier results (benchmarks/results/earlier) by `python
+# benchmarks/calibrate_simulator.py` (benchmarks/results/calibration.md); the fit puts the oracle below uniform, so
+# this scenario is not a judge of selectors.
 CPU = Scenario(
     name="cpu",
     num_prompts=512,

@@ -139,7 +139,11 @@ def test_every_committed_benchmark_result_names_its_environment():
     for path in files:
         env = json.loads(path.read_text()).get("environment")
         assert env is not None, f"{path} does not record its environment"
-        assert {"packages", "python", "cpu", "torch_threads", "commit"} <= set(env), path
+        if env.get("recorded") is False:  # measured before results recorded it: says what is known instead
+            assert len(env["note"]) > 80, path
+        else:
+            assert {"packages", "python", "cpu", "cpu_capability", "torch_threads", "commit"} <= set(env), path
+            assert env["packages"]["torch"] and env["packages"]["trl"], path
 
 
 @pytest.mark.parametrize("seed", sorted({regime.warm_start for regime in setting.REGIMES.values()}))
@@ -162,3 +166,39 @@ def test_regimes_share_the_held_out_set_and_extend_the_pool_with_unseen_out_of_r
     extra = train.select(range(len(base_train), len(train)))
     assert len(extra) == setting.REGIMES["out_of_reach"].out_of_reach and set(extra["level"]) == {4}
     assert len(set(train["prompt"])) == len(train) and not set(train["prompt"]) & set(test["prompt"])
+
+
+def _committed(curve, fingerprint, packages):
+    return {
+        "environment": {"packages": packages, "python": "3.11.7", "cpu": "a CPU", "cpu_capability": "AVX512"},
+        "regimes": {"base": {"fingerprint": fingerprint, "runs": {"uniform": {"0": {"heldout_accuracy": curve}}}}},
+    }
+
+
+def test_the_reproduction_check_passes_within_its_tolerance_and_names_what_differs():
+    from realcpu import check
+
+    curve = [0.36, 0.45, 0.55]
+    fingerprint = {"train": "a", "test": "b", "warm_start": "c"}
+    packages = dict.fromkeys(PACKAGES, "1.0")
+    committed = _committed(curve, fingerprint, packages)
+    here = {"packages": {**packages, "trl": "2.0"}, "python": "3.11.7", "cpu": "a CPU", "cpu_capability": "AVX2"}
+    mine = {"heldout_accuracy": [0.36, 0.45, 0.55 + 0.9 * check.TOLERANCE], "steps": [0, 200, 400]}
+    passed, text = check.compare(committed, mine, fingerprint, here)
+    assert passed and "REPRODUCES" in text
+    assert "trl 2.0 (committed 1.0)" in text and "cpu_capability AVX2 (committed AVX512)" in text
+    mine["heldout_accuracy"][1] += 1.2 * check.TOLERANCE  # beyond it at one snapshot
+    passed, text = check.compare(committed, mine, fingerprint, here)
+    assert not passed and "does NOT reproduce" in text and "at step 200" in text
+
+
+def test_the_reproduction_check_fails_when_the_data_or_the_warm_start_changed():
+    from realcpu import check
+
+    fingerprint = {"train": "a", "test": "b", "warm_start": "c"}
+    packages = dict.fromkeys(PACKAGES, "1.0")
+    committed = _committed([0.36, 0.55], fingerprint, packages)
+    here = {"packages": packages, "python": "3.11.7", "cpu": "a CPU", "cpu_capability": "AVX512"}
+    mine = {"heldout_accuracy": [0.36, 0.55], "steps": [0, 400]}
+    passed, text = check.compare(committed, mine, {**fingerprint, "warm_start": "d"}, here)
+    assert not passed and "warm_start differ" in text
