@@ -4,7 +4,8 @@ Every method the testbed compares, by name: the library's selectors (`uniform`, 
 no real selector can:
 
 - `oracle`: every training prompt's current true success `p`, re-measured before every batch;
-- `oracle@25`, `oracle@100`: the same truth, re-measured only every 25 or 100 batches (what staleness costs);
+- `oracle@25`, `oracle@100`: the same truth, re-measured only every 25 or 100 batches (what staleness costs; any
+  oracle takes `@<batches>`);
 - `oracle_level`: each difficulty level's current mean chance of a mixed group, nothing per prompt (what shared
   structure alone is worth);
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
@@ -29,7 +30,14 @@ OTHERS = ("kgps_paper", "oracle_greedy", "ds")
 BASELINE = "uniform"
 
 
+ORACLES = ("oracle", "oracle_level", "oracle_greedy")
+
+
 def known(method: str) -> bool:
+    """A library selector, a variant, `ds`, or an oracle with an optional refresh period (`oracle_level@10`)."""
+    name, at, refresh = method.partition("@")
+    if name in ORACLES:
+        return not at or (refresh.isdigit() and int(refresh) > 0)
     return method in SUITE or method in OTHERS or method in VARIANTS
 
 
@@ -192,7 +200,7 @@ def build(method: str, setting, model, seed: int):
 
         selector = DynamicSampling(len(setting.train), screen, seed)
         return selector, KGPSConfig()
-    if method.startswith("oracle"):
+    if method.partition("@")[0] in ORACLES:
         name, _, refresh = method.partition("@")
         truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
         levels = setting.train["level"] if name == "oracle_level" else None

@@ -116,7 +116,8 @@ def test_a_stale_oracle_measures_the_truth_only_every_refresh_batches():
 
 def test_build_names_every_suite_method():
     assert all(methods.known(m) for m in methods.SUITE + methods.OTHERS)
-    assert not methods.known("oracle@")
+    assert methods.known("oracle_level@10") and methods.known("kgps_paper")
+    assert not methods.known("oracle@") and not methods.known("oracle@0") and not methods.known("kgps@2")
 
 
 def test_the_environment_names_packages_python_cpu_threads_and_commit():
