@@ -28,6 +28,8 @@ import shlex
 import sys
 import time
 
+import torch
+
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,8 +79,6 @@ def parse(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse(argv)
-    import torch
-
     if args.check:
         passed, text = check.check(check.default_results(), args.threads)
         print(text)
@@ -104,8 +104,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"--seeds must be comma-separated integers such as 0,1,2, got {args.seeds!r}.") from None
     results = dict(
         environment=environment(args.threads),
-        command="python benchmarks/real_cpu.py "
-        + " ".join(map(shlex.quote, argv if argv is not None else sys.argv[1:])),
+        command=shlex.join(["python", "benchmarks/real_cpu.py", *(sys.argv[1:] if argv is None else argv)]),
         held_back=args.held_back,
         regimes={},
     )
@@ -114,9 +113,9 @@ def main(argv=None) -> int:
         results["regimes"][name] = dict(
             regime=setting.describe(built.regime), fingerprint=built.fingerprint(), runs={}
         )
-    tasks = [(r, m, s, None) for r in regimes for m in names for s in seeds]
+    tasks = [(r, m, s) for r in regimes for m in names for s in seeds]
     start = time.perf_counter()
-    for (regime, method, seed, _), run in runner.sweep(tasks, args.jobs, args.threads):
+    for (regime, method, seed), run in runner.sweep(tasks, args.jobs, args.threads):
         results["regimes"][regime]["runs"].setdefault(method, {})[str(seed)] = run
         s = run["summary"]
         print(f"{regime} {method} seed {seed}: held-out {s['final_heldout_accuracy']:.4f}, unanimous "

@@ -20,10 +20,8 @@ from . import setting as settings
 class Snapshots(TrainerCallback):
     """Every `every` steps (and before the first): the truth, the held-out accuracy and the selector's prediction."""
 
-    def __init__(self, setting, kgps, every: int, extra_rollouts=lambda: 0, stop_at: int | None = None):
-        self.setting, self.kgps, self.every, self.extra_rollouts, self.stop_at = (
-            setting, kgps, every, extra_rollouts, stop_at
-        )  # fmt: skip
+    def __init__(self, setting, kgps, every: int, extra_rollouts=lambda: 0):
+        self.setting, self.kgps, self.every, self.extra_rollouts = setting, kgps, every, extra_rollouts
         self.records = []
 
     def take(self, model, step: int) -> None:
@@ -44,15 +42,10 @@ class Snapshots(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every == 0:
             self.take(model, state.global_step)
-        if self.stop_at is not None and state.global_step >= self.stop_at:
-            control.should_training_stop = True
 
 
-def run(setting, method: str, seed: int, stop_at: int | None = None) -> dict:
-    """
-    Trains a copy of the warm start with `method` for the regime's steps (the learning-rate schedule of the whole
-    run even when `stop_at` ends it early) and returns the snapshots and the run's logged KGPS metrics.
-    """
+def run(setting, method: str, seed: int) -> dict:
+    """Trains a copy of the warm start with `method` for the regime's steps; the snapshots and the logged metrics."""
     import copy
 
     from trl import GRPOConfig, GRPOTrainer
@@ -63,7 +56,7 @@ def run(setting, method: str, seed: int, stop_at: int | None = None) -> dict:
     model = copy.deepcopy(setting.model)
     selector, config = methods.build(method, setting, model, seed)
     kgps = KGPSCallback(config, selector=selector)
-    snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _ds_extra(method, kgps), stop_at)
+    snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _ds_extra(method, kgps))
     args = GRPOConfig(
         output_dir=os.path.join(tempfile.gettempdir(), "trl-kgps-real-cpu", f"{regime.name}-{method}-{seed}"),
         report_to="none",
@@ -144,13 +137,13 @@ def _init_worker(threads: int) -> None:
 
 
 def run_task(task: tuple) -> tuple:
-    """One `(regime name, method, seed, stop_at)` in a worker: `(task, curves)` (see `report.curves`)."""
+    """One `(regime name, method, seed)` in a worker: `(task, curves)` (see `report.curves`)."""
     from .report import curves
 
-    regime, method, seed, stop_at = task
+    regime, method, seed = task
     if regime not in _SETTINGS:
         _SETTINGS[regime] = settings.build(settings.REGIMES[regime])
-    return task, curves(run(_SETTINGS[regime], method, seed, stop_at))
+    return task, curves(run(_SETTINGS[regime], method, seed))
 
 
 def sweep(tasks: list[tuple], jobs: int, threads: int):

@@ -30,8 +30,8 @@ BASE_POOL = 512
 @dataclass(frozen=True)
 class Regime:
     """
-    One setting of the suite. Every regime starts from the same warm start and is judged on the same 1,024 held-out
-    prompts; they differ in what shapes selection.
+    One setting of the suite. Every regime starts from a committed warm start and is judged on the same 1,024
+    held-out prompts; regimes differ in what shapes selection.
 
     Args:
         name, description: how reports name and explain it.
@@ -154,7 +154,7 @@ def splits(regime: Regime):
     train, test, _ = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, 1, seed=0)
     if regime.out_of_reach:
         taken = set(train["prompt"]) | set(test["prompt"])
-        rng = np.random.default_rng(4)
+        rng = np.random.default_rng(4)  # a stream of its own: the 512-prompt pool stays the same
         extra = {"prompt": [], "answer": [], "level": []}
         while len(extra["prompt"]) < regime.out_of_reach:
             prompt, answer = sum_problem(sharpening.LEVELS[4], rng)
@@ -209,27 +209,23 @@ def make_warm_start(seed: int = 0, path: str | None = None) -> dict:
     to `path` (`warm_start_path(seed)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see the
     module docstring): the committed file is the one every run loads.
     """
-    path = path or warm_start_path(seed)
-    import torch
     from safetensors.torch import save_file
 
     from trl_kgps.tasks import sharpening, tiny
+    from trl_kgps.tasks.evaluation import answer_probabilities
 
     from .environment import environment
 
+    path = path or warm_start_path(seed)
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(tokenizer, seed=seed)
     _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
     losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS, seed=seed)
     state = {name: tensor.contiguous() for name, tensor in model.state_dict().items() if name != "lm_head.weight"}
     save_file(state, path)
-    with torch.no_grad():
-        from trl_kgps.tasks.evaluation import answer_probabilities
-
-        heldout = float(answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean())
+    heldout = float(answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean())
     record = dict(
-        seed=seed, steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout,
-        sha256=_digest(path),
+        seed=seed, steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout, sha256=_digest(path),
         environment=environment(),
     )  # fmt: skip
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
