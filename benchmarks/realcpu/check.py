@@ -54,8 +54,12 @@ def compare(committed: dict, mine: dict, fingerprint: dict, here: dict) -> tuple
     worst = int(gap.argmax())
     lines.append(
         f"{METHOD}, seed {SEED}, regime {REGIME}: held-out accuracy {a[0]:.4f} -> {a[-1]:.4f} here, "
-        f"{b[0]:.4f} -> {b[-1]:.4f} committed; largest difference {gap.max():.4f} at step {mine['steps'][worst]} "
-        f"(tolerance {TOLERANCE})"
+        f"{b[0]:.4f} -> {b[-1]:.4f} committed; "
+        + (
+            f"largest difference {gap.max():.4f} at step {mine['steps'][worst]} (tolerance {TOLERANCE})"
+            if gap.max()
+            else "the same at every snapshot"
+        )
     )
     there = committed["environment"]
     different = [
