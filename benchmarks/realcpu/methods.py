@@ -27,10 +27,8 @@ from trl_kgps.variants import VARIANTS
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
 SUITE = ("uniform", "kgps", "mopps", "greso", "oracle", "oracle@25", "oracle@100", "oracle_level")
 OTHERS = ("kgps_paper", "oracle_greedy", "ds")
+ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`
 BASELINE = "uniform"
-
-
-ORACLES = ("oracle", "oracle_level", "oracle_greedy")
 
 
 def known(method: str) -> bool:
@@ -62,9 +60,9 @@ class _BenchmarkSelector:
 
 class Oracle(_BenchmarkSelector):
     r"""
-    Knows every one of the `num_prompts` training prompts' current success rate, shape `(N,)`, from `truth()` (exact, re-measured every
-    `refresh` batches, never counted as rollouts) and trains on the prompts likely to give a mixed group of `G`,
-    \(u = 1 - p^G - (1 - p)^G\).
+    Knows the current success rate of each of the `num_prompts` training prompts, shape `(N,)`, from `truth()`
+    (exact, re-measured every `refresh` batches, never counted as rollouts) and trains on the prompts likely to give a
+    mixed group of `G`, \(u = 1 - p^G - (1 - p)^G\).
 
     `levels=None`: per prompt. With `levels` (shape `(N,)`, one label per prompt), it keeps only each level's mean
     `u` and gives it to every prompt of the level: what knowing the shared structure, and nothing per prompt, is
