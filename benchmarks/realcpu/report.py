@@ -212,6 +212,20 @@ def overview(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def default_versus_baselines(results: dict, method: str = "kgps", baselines=("uniform", "mopps", "greso")) -> str:
+    """`method`'s final held-out accuracy minus each baseline's on the same seed, by regime (mean ± std over seeds)."""
+    names = [n for n in results["regimes"] if method in results["regimes"][n]["runs"]]
+    lines = [f"| {method} minus | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
+    for baseline in baselines:
+        cells = []
+        for name in names:
+            runs = results["regimes"][name]["runs"]
+            pair = paired(runs, baseline).get(method) if baseline in runs else None
+            cells.append(spread(pair["difference"], 3, sign=True) if pair else "–")
+        lines.append(f"| {baseline} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(results: dict) -> str:
     held_back = results["held_back"]
     parts = [
@@ -225,6 +239,8 @@ def markdown(results: dict) -> str:
         "",
         overview(results),
     ]
+    if any("kgps" in entry["runs"] and "mopps" in entry["runs"] for entry in results["regimes"].values()):
+        parts += ["The default against each baseline, on the same seed:", "", default_versus_baselines(results)]
     for name, entry in results["regimes"].items():
         parts.append(regime_table(name, entry, held_back))
     return "\n".join(parts)

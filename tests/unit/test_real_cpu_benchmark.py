@@ -203,3 +203,17 @@ def test_the_reproduction_check_fails_when_the_data_or_the_warm_start_changed():
     mine = {"heldout_accuracy": [0.36, 0.55], "steps": [0, 400]}
     passed, text = check.compare(committed, mine, {**fingerprint, "warm_start": "d"}, here)
     assert not passed and "warm_start differ" in text
+
+
+def test_the_default_is_paired_with_each_baseline_on_the_same_seed():
+    runs = {
+        "uniform": {"0": _run(0.50), "1": _run(0.60)},
+        "mopps": {"0": _run(0.53), "1": _run(0.61)},
+        "kgps": {"0": _run(0.54), "1": _run(0.60)},
+    }
+    table = report.default_versus_baselines(
+        {"regimes": {"r": {"runs": runs}}}, baselines=("uniform", "mopps", "greso")
+    )
+    assert "| uniform | +0.020 ± 0.020 |" in table  # +0.04 and 0.00
+    assert "| mopps | +0.000 ± 0.010 |" in table  # +0.01 and -0.01
+    assert "| greso | – |" in table  # not run
