@@ -86,6 +86,8 @@ class Oracle(_BenchmarkSelector):
             num_prompts, truth, group_size, refresh, rule
         )  # fmt: skip
         self.levels = None if levels is None else np.asarray(levels)
+        if levels is not None:  # each prompt's level as an index into the sorted distinct levels
+            _, self._level_of = np.unique(self.levels, return_inverse=True)
         self.rng = np.random.default_rng(seed)
         self.selections = 0
         self.p = None
@@ -107,27 +109,30 @@ class Oracle(_BenchmarkSelector):
             return self.p
         G = self.group_size
         mixed = 1 - self.p**G - (1 - self.p) ** G
-        known = np.empty_like(self.p)
-        for level in np.unique(self.levels):
-            members = self.levels == level
-            known[members] = _rate_with_mixed_chance(float(mixed[members].mean()), G)
-        return known
+        return _rate_with_mixed_chance(self._level_means(mixed), G)[self._level_of]
 
     def predicted_success(self, indices=None) -> np.ndarray:
         """What it knows as a success rate: the truth per prompt, or each level's mean success."""
         p = self.p if self.p is not None else np.asarray(self.truth(), float)
         if self.levels is not None:
-            _, level_of = np.unique(self.levels, return_inverse=True)
-            p = (np.bincount(level_of, p) / np.bincount(level_of))[level_of]
+            p = self._level_means(p)[self._level_of]
         return p.copy() if indices is None else p[np.asarray(indices)]
 
+    def _level_means(self, values: np.ndarray) -> np.ndarray:
+        """The mean of `values` (shape `(N,)`) over each level's prompts, shape `(levels,)`."""
+        return np.bincount(self._level_of, values) / np.bincount(self._level_of)
 
-def _rate_with_mixed_chance(u: float, G: int) -> float:
-    """The `q` in `[0, 1/2]` with `1 - q^G - (1 - q)^G = u` (the chance of a mixed group rises on that interval)."""
-    lo, hi = 0.0, 0.5
+
+def _rate_with_mixed_chance(u: np.ndarray, G: int) -> np.ndarray:
+    """
+    The `q` in `[0, 1/2]` with `1 - q^G - (1 - q)^G = u`, elementwise (the chance of a mixed group rises on that
+    interval), by 60 bisection steps.
+    """
+    lo, hi = np.zeros_like(u), np.full_like(u, 0.5)
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if 1 - mid**G - (1 - mid) ** G < u else (lo, mid)
+        below = 1 - mid**G - (1 - mid) ** G < u
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return (lo + hi) / 2
 
 
@@ -198,8 +203,8 @@ def build(method: str, setting, model, seed: int):
 
         selector = DynamicSampling(len(setting.train), screen, seed)
         return selector, KGPSConfig()
-    if method.partition("@")[0] in ORACLES:
-        name, _, refresh = method.partition("@")
+    name, _, refresh = method.partition("@")
+    if name in ORACLES:
         truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
         levels = setting.train["level"] if name == "oracle_level" else None
         rule = "greedy" if name == "oracle_greedy" else "proportional"
