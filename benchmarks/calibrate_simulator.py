@@ -1,14 +1,14 @@
 """
-Fits the simulator's `cpu` scenario to a single-regime run of the real CPU testbed (the layout of
-`benchmarks/results/earlier/`: `real_cpu.json` and `real_cpu_trajectories.parquet`), and checks whether it ranks the
-methods as the real runs did. The committed knobs were fitted to the results committed at d5e049e (seeds 0-2, when
-`kgps` meant the paper's rule), and they put the oracle below uniform: the scenario is no judge of selectors
-(docs/benchmarks.md).
+Fits the simulator's `cpu` scenario to a single-regime run of the real CPU testbed from before the suite (its
+`real_cpu.json` and `real_cpu_trajectories.parquet`, laid out as in `benchmarks/results/earlier/`), and checks whether it ranks the
+methods as the real runs did. The committed knobs (`benchmarks/results/calibration.json`) were fitted at commit
+d5e049e, by that commit's script and simulator, to the results committed there (seeds 0-2, when `kgps` meant the
+paper's rule); they put the oracle below uniform, so the scenario is no judge of selectors (docs/benchmarks.md).
+Today's script on those inputs fits other knobs, since the simulated selectors changed since (`kgps` is the default
+now); the committed ones come again, exactly, from that commit:
 
 ```bash
-mkdir -p /tmp/d5e049e && for f in real_cpu.json real_cpu_trajectories.parquet; do
-  git show d5e049e:benchmarks/results/$f > /tmp/d5e049e/$f; done
-python benchmarks/calibrate_simulator.py --results /tmp/d5e049e   # the committed calibration
+git worktree add /tmp/d5e049e d5e049e && (cd /tmp/d5e049e && python benchmarks/calibrate_simulator.py --out /tmp/calib)
 ```
 
 1. Each level's starting logits come from the real true success rates before RL: the mean of

@@ -21,7 +21,7 @@ probabilities proportional to that of a mixed group, \\(1 - p^k - (1 - p)^k\\) (
 likely); neither needs a warmup.
 
 **Levels** (the `cpu` scenario: the shape of the real CPU testbed's `base` regime, its learning knobs fitted by
-`benchmarks/calibrate_simulator.py` to that testbed's earlier results; it ranks the oracle below uniform, so it shows
+`benchmarks/calibrate_simulator.py` to the testbed's results committed at d5e049e; it ranks the oracle below uniform, so it shows
 locking and forgetting but does not judge selectors). With
 `level_means` set, the prompts are split evenly into levels whose logits start at
 \\(\mathcal{N}(\texttt{level\_means}_l, \texttt{initial\_spread}^2)\\). What a batch teaches transfers to every
@@ -81,7 +81,7 @@ class Scenario:
 
 # Shaped like the real CPU testbed's `base` regime (`benchmarks/real_cpu.py`): 4 levels from solved to out of reach,
 # 512 prompts, 4 per step, 400 steps (128 of them the warmup epoch) at a linearly decaying learning rate. The knobs
-# were fitted to the testbed's earlier results (benchmarks/results/earlier) by `python
+# were fitted to the testbed's results committed at d5e049e, an earlier version of it, by `python
 # benchmarks/calibrate_simulator.py` (benchmarks/results/calibration.md); the fit puts the oracle below uniform, so
 # this scenario is not a judge of selectors.
 CPU = Scenario(
