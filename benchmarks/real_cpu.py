@@ -63,6 +63,12 @@ def parse(argv=None) -> argparse.Namespace:
         "depend on it)",
     )  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument(
+        "--merge",
+        metavar="JSON",
+        help="also report the runs of these regimes and seeds found in this results file (e.g. the committed "
+        "benchmarks/results/real_cpu.json) for methods not run now: baselines measured once, paired with new ones",
+    )
     parser.add_argument("--check", action="store_true", help="compare one run with the committed results and exit")
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plot from real_cpu.json")
     parser.add_argument(
@@ -121,8 +127,26 @@ def main(argv=None) -> int:
         print(f"{regime} {method} seed {seed}: held-out {s['final_heldout_accuracy']:.4f}, unanimous "
               f"{s['unanimous_share']:.2f}, {s['wall_s']:.0f} s", flush=True)  # fmt: skip
     results["wall_s"] = time.perf_counter() - start
+    if args.merge:
+        _merge(results, args.merge, names, seeds)
     print(report.write(results, args.out))
     return 0
+
+
+def _merge(results: dict, path: str, names: list[str], seeds: list[int]) -> None:
+    """Adds `path`'s runs of the same regimes and seeds, for methods not run now, if the regimes' settings match."""
+    with open(path) as f:
+        earlier = json.load(f)
+    results["merged"] = dict(path=path, environment=earlier["environment"])
+    for name, regime in results["regimes"].items():
+        other = earlier["regimes"].get(name)
+        if other is None:
+            continue
+        if other["fingerprint"] != regime["fingerprint"]:
+            raise SystemExit(f"--merge {path}: regime {name!r} was run on other data or another warm start there.")
+        for method, runs in other["runs"].items():
+            if method not in names:
+                regime["runs"][method] = {str(s): runs[str(s)] for s in seeds if str(s) in runs}
 
 
 if __name__ == "__main__":

@@ -58,6 +58,31 @@ class RecentBatches:
         return repeats
 
 
+# Per-group metrics are logged when the features make at most this many groups.
+MAX_LOGGED_GROUPS = 20
+
+
+def group_metrics(shared, scored: "Scored") -> dict[str, float]:
+    """
+    For a shared factor over at most `MAX_LOGGED_GROUPS` categorical groups: `kgps/group/<group>/predicted_success`
+    (what the shared part predicts for the group, after this batch) for every group, and
+    `kgps/group/<group>/observed_success` (the pooled `s / k` of this batch's prompts of the group) for the groups
+    the batch observed.
+    """
+    design = shared.design
+    if design.kind != "categorical" or design.num_cells > MAX_LOGGED_GROUPS:
+        return {}
+    metrics = {
+        f"kgps/group/{name}/predicted_success": float(p) for name, p in zip(design.names, shared.group_success())
+    }
+    cell = design.cell[scored.indices]
+    successes = np.bincount(cell, weights=scored.successes, minlength=design.num_cells)
+    trials = np.bincount(cell, weights=scored.trials, minlength=design.num_cells)
+    for c in np.flatnonzero(trials):
+        metrics[f"kgps/group/{design.names[c]}/observed_success"] = float(successes[c] / trials[c])
+    return metrics
+
+
 def batch_metrics(scored: "Scored", recent: RecentBatches, coverage: float, nis: float | None) -> dict[str, float]:
     """
     The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (added to `recent`),

@@ -30,6 +30,9 @@ def difficulty_dataset(
     One row per prompt: `index` (int64), `prompt` (str, only when `prompts` is given), `predicted_success` (float64,
     `selector.predicted_success()`), `variance` (float32, `KGPSSelector`'s logit variance; NaN for the baselines,
     which hold no logit-scale belief) and `times_selected` (int32, generation batches the prompt was chosen for).
+    A KGPS selector that shares across prompts by categorical features adds `group` (str, e.g. `"level=3"`),
+    `group_predicted_success` (float64, what the group's shared part predicts for a prompt with no evidence of its
+    own) and `own_logit` (float32, the prompt's own residual: its logit minus its group's).
 
     Args:
         selector (`PromptSelector`): the selector, over `N` prompts.
@@ -54,6 +57,14 @@ def difficulty_dataset(
         variance=variance,
         times_selected=np.asarray(times_selected, dtype=np.int32),
     )
+    shared = selector.shared if isinstance(selector, KGPSSelector) else None
+    if shared is not None and shared.design.kind == "categorical":
+        cell = shared.design.cell
+        columns.update(
+            group=[shared.design.names[c] for c in cell],
+            group_predicted_success=shared.group_success()[cell],
+            own_logit=selector.mean - shared.cell_moments()[0][cell].astype(np.float32),
+        )
     return Dataset.from_dict(columns)
 
 
@@ -115,6 +126,7 @@ def card_section(
         f"- rounds: {batches_chosen} generation batches chosen, {min(batches_chosen, warmup_batches)} of them in the "
         "uniform warmup",
         f"- coverage: {observed} of {n} prompts observed ({observed / n:.1%})",
+        *_sharing_lines(selector),
         "",
         *_config_table(config),
         *([] if is_kgps else ["", "A baseline uses only the config's warmup and success rule."]),
@@ -123,6 +135,26 @@ def card_section(
         *_loading_snippet(type(selector).__name__, is_kgps, location),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _sharing_lines(selector: PromptSelector) -> list[str]:
+    """What the run shared across prompts: the features and, for categorical ones, each group's predicted success."""
+    shared = selector.shared if isinstance(selector, KGPSSelector) else None
+    if shared is None:
+        return ["- shared across prompts: nothing (one independent filter per prompt)"]
+    design = shared.design
+    if design.kind == "global":
+        return ["- shared across prompts: one factor for the whole pool (no feature column)"]
+    columns = ", ".join(f"`{name}`" for name in selector.config.feature_columns or ["features"])
+    if design.kind == "embedding":
+        return [f"- shared across prompts: the embedding column {columns} ({design.dimension - 1} dimensions)"]
+    lines = [f"- shared across prompts: the feature columns {columns}, {design.num_cells} groups"]
+    if design.num_cells <= 20:
+        success = shared.group_success()
+        lines += ["", "| group | prompts | predicted success |", "|---|---|---|"]
+        counts = np.bincount(design.cell, minlength=design.num_cells)
+        lines += [f"| {name} | {count} | {p:.3f} |" for name, count, p in zip(design.names, counts, success)]
+    return lines
 
 
 def _config_table(config: KGPSConfig) -> list[str]:

@@ -29,7 +29,8 @@ from transformers import Trainer, TrainerCallback
 from . import _state_file as state_file
 from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
-from ._metrics import RecentBatches, batch_metrics
+from ._features import read_features
+from ._metrics import RecentBatches, batch_metrics, group_metrics
 from ._outcomes import SuccessRule
 from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
 from ._rounds import Rounds, Scored
@@ -93,7 +94,9 @@ class KGPSCallback(TrainerCallback):
     prompts observed at least once), `kgps/repeats` (share of the batch that was in the batch before it),
     `kgps/unique_prompts` (distinct prompts over the last epoch's worth of batches: a selector that locks onto a few
     prompts shows it here), `kgps/lag` (batches awaiting rewards when this one was chosen), `kgps/select_ms`; per
-    optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied).
+    optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied). With `feature_columns` of at most 20
+    groups, per group: `kgps/group/<group>/predicted_success` and, when the batch holds the group,
+    `kgps/group/<group>/observed_success`.
 
     After training, `difficulty_table()` gives each prompt's predicted success, variance and selection count, and
     `KGPSSelector.from_pretrained(output_dir_or_repo_id)` restores the selector the run saved.
@@ -244,7 +247,9 @@ class KGPSCallback(TrainerCallback):
             self.sampler.data_source = dataset
             return self.sampler
         if self.selector is None or isinstance(self.selector, str):
-            self.selector = build_selector(self.selector or "kgps", len(dataset), self.config, trainer.args.seed)
+            name = self.selector or "kgps"
+            features = read_features(dataset, self.config.feature_columns) if name == "kgps" else None
+            self.selector = build_selector(name, len(dataset), self.config, trainer.args.seed, features)
         batch_size, G, repeat_count = _trl.generation_layout(trainer)
         self.sampler = KGPSRepeatSampler(
             dataset,
@@ -332,7 +337,10 @@ class KGPSCallback(TrainerCallback):
                 stacklevel=3,
             )
             self._warned_no_rewards = True
-        self._log(batch_metrics(scored, self._recent, self.rounds.coverage, getattr(self.selector, "last_nis", None)))
+        metrics = batch_metrics(scored, self._recent, self.rounds.coverage, getattr(self.selector, "last_nis", None))
+        if getattr(self.selector, "shared", None) is not None:
+            metrics.update(group_metrics(self.selector.shared, scored))
+        self._log(metrics)
 
     # Process noise ---------------------------------------------------------------------------------------------
 

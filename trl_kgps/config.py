@@ -22,6 +22,8 @@ PAPER = {
     "process_noise_adaptation": 0.0,
     "shared_drift": 0.0,
     "delta_norm_sample": 1.0,
+    "feature_columns": None,
+    "shared_variance": 0.0,
 }
 
 
@@ -31,11 +33,12 @@ class KGPSConfig:
     Configuration of [`KGPSSelector`]: the measured default, the paper's method and their ablations.
 
     `KGPSConfig()` is the default: the paper's filter and utility (`gamma=0.1`, a five-point Gauss–Hermite
-    posterior-expected `p(1-p)`) with five departures, each measured (docs/algorithm.md): no warmup epoch, the exact
-    binomial update, a prior variance of 4, and a batch drawn among `16 B` random candidates in proportion to the
-    squared utility. `KGPSConfig.paper()` is the paper's method exactly (App. B: `initial_variance=1.0`, one warmup
-    epoch, the top-B over all prompts). Every field name is distinct from `trl.GRPOConfig`'s, so both parse
-    together: `TrlParser((GRPOConfig, KGPSConfig))`.
+    posterior-expected `p(1-p)`) with four departures, each measured (docs/algorithm.md): no warmup epoch, the exact
+    binomial update, a factor shared across prompts (by the dataset's `feature_columns`, e.g. `["level"]`, or one
+    factor for the whole pool; its residual prior learnt online), and a batch drawn over the whole pool in proportion
+    to the utility instead of the top-B. `KGPSConfig.paper()` is the paper's method exactly (App. B:
+    `initial_variance=1.0`, one warmup epoch, the top-B over all prompts). Every field name is distinct from
+    `trl.GRPOConfig`'s, so both parse together: `TrlParser((GRPOConfig, KGPSConfig))`.
 
     Symbols, as in the paper:
 
@@ -57,11 +60,11 @@ class KGPSConfig:
         },
     )
     initial_variance: float = field(
-        default=4.0,
+        default=1.0,
         metadata={
             "help": "Logit variance P0 of every prompt before its first observation, set again when its warmup "
-            "observation arrives (paper App. B: 1.0). The default 4 (a standard deviation of 2 logits: success "
-            "rates from 0.02 to 0.98 within two of them) lets one group's outcome move a prompt's belief far."
+            "observation arrives (paper App. B: 1.0). With shared_variance > 0 it is the prior variance of the "
+            "prompt's own residual, around what its features predict, where residual_adaptation starts from."
         },
     )
     warmup_epochs: int = field(
@@ -100,18 +103,19 @@ class KGPSConfig:
         },
     )
     selection_temperature: float = field(
-        default=0.5,
+        default=1.0,
         metadata={
             "help": "selection='sample' draws each prompt with probability proportional to score ** (1 / "
             "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 flatter."
         },
     )
     candidates: float = field(
-        default=16.0,
+        default=0.0,
         metadata={
             "help": "Candidates per batch, as a multiple of the batch size B: each batch is chosen among "
             "ceil(candidates * B) prompts drawn at random (see candidate_pass), so that a round costs "
-            "O(candidates * B) whatever the dataset's size. 0 chooses among all prompts every round (the paper)."
+            "O(candidates * B) whatever the dataset's size. 0 (the default) chooses among all prompts every round, "
+            "as the paper does; with selection='sample' that draw is exact and still costs O(B) on average."
         },
     )
     candidate_pass: bool = field(
@@ -135,6 +139,39 @@ class KGPSConfig:
             "help": "Share of each batch's mean surprise (posterior minus prior logit mean, averaged over its "
             "prompts) added to every prompt's mean, so that prompts not seen for a while follow the policy's "
             "overall progress. 0 is off (the paper)."
+        },
+    )
+    feature_columns: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Train-dataset columns whose values prompts share, from which KGPS learns across prompts: "
+            "categorical columns (e.g. MATH's 'level' and 'type', a mixture's 'source') or one embedding column (a "
+            "float vector per prompt). Unset: one factor shared by all prompts. Needs shared_variance > 0.",
+            "nargs": "+",
+        },
+    )
+    shared_variance: float = field(
+        default=1.0,
+        metadata={
+            "help": "Prior logit variance of the shared part of every prompt's success rate (the part its features "
+            "predict); initial_variance is then the prior variance of the prompt's own residual. 0 turns sharing off: "
+            "one independent filter per prompt (the paper)."
+        },
+    )
+    shared_noise_share: float = field(
+        default=0.5,
+        metadata={
+            "help": "Share of each round's process noise Q = gamma * ||dtheta|| that goes to the shared part (the "
+            "rest to every prompt's residual), so that each prompt's logit variance still grows by Q."
+        },
+    )
+    residual_adaptation: float = field(
+        default=0.05,
+        metadata={
+            "help": "With shared_variance > 0: step size of the online estimate of the residual prior variance (how "
+            "far prompts spread around what their features predict), which starts at initial_variance. After each "
+            "batch, it is multiplied by exp(rate * (NIS - 1)) over the batch's first observations, so a prior that "
+            "proves too confident widens for every prompt not yet seen. 0 keeps initial_variance."
         },
     )
     group_size: int | None = field(
@@ -280,6 +317,47 @@ class KGPSConfig:
             fix="use 0 to keep gamma fixed, or a small step size such as 0.05",
         )
         _check_real("shared_drift", self.shared_drift, minimum=0.0, fix="use 0 (off) or a share such as 0.1")
+        if self.feature_columns is not None:
+            columns = [self.feature_columns] if isinstance(self.feature_columns, str) else self.feature_columns
+            if not (
+                isinstance(columns, (list, tuple))
+                and columns
+                and all(isinstance(column, str) and column for column in columns)
+                and len(set(columns)) == len(columns)
+            ):
+                raise ValueError(
+                    f"feature_columns must be distinct column names of the train dataset, got "
+                    f"{self.feature_columns!r}: e.g. ['level', 'type'], or None for one factor shared by all prompts."
+                )
+            self.feature_columns = list(columns)
+        _check_real(
+            "shared_variance",
+            self.shared_variance,
+            minimum=0.0,
+            fix="use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
+        )
+        if self.feature_columns is not None and self.shared_variance == 0:
+            raise ValueError(
+                f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
+                "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
+            )
+        if not (isinstance(self.shared_noise_share, (int, float)) and 0 <= self.shared_noise_share <= 1):
+            raise ValueError(
+                f"shared_noise_share must lie in [0, 1], got {self.shared_noise_share!r}: use e.g. 0.5 (half of the "
+                "process noise to the shared part)."
+            )
+        if self.shared_variance > 0 and (self.shared_drift > 0 or self.observation == "logit"):
+            raise ValueError(
+                "shared_variance > 0 (a factor shared across prompts) works with observation='binomial' and "
+                f"shared_drift=0, got observation={self.observation!r}, shared_drift={self.shared_drift!r}: the "
+                "shared factor already carries the pool's common drift. Set shared_variance=0 for those."
+            )
+        _check_real(
+            "residual_adaptation",
+            self.residual_adaptation,
+            minimum=0.0,
+            fix="use 0 to keep initial_variance, or a small step size such as 0.05",
+        )
         if self.group_size is not None:
             _check_int("group_size", self.group_size, minimum=1, fix="use TRL's num_generations, or None")
         _check_int(

@@ -1,13 +1,17 @@
 """
-Named KGPS configurations that the simulator and the benchmarks compare: the default, the paper's method, the
-paper's own ablations, each of the default's departures from the paper added to the paper alone or taken away from
-the default, and the candidates that were measured and left out of the default.
+Named KGPS configurations that the simulator and the benchmarks compare: the default, the per-prompt default it
+replaced, the paper's method, the paper's own ablations, each of the per-prompt default's departures from the paper
+added to the paper alone or taken away from that default, and the candidates that were measured and left out.
 """
 
 from .config import PAPER, KGPSConfig
 
 
-# Each departure of the default from the paper, as the KGPSConfig fields it sets (the paper's values are in PAPER).
+# The per-prompt filter that was the default until the shared factor (trl-kgps 0.2): one filter per prompt, the
+# batch drawn among 16 B random candidates.
+PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.0, "selection_temperature": 0.5}
+# Each departure of the per-prompt default from the paper, as the KGPSConfig fields it sets (the paper's values are
+# in PAPER).
 DEPARTURES = {
     "no_warmup": ("warmup_epochs",),
     "binomial": ("observation",),
@@ -15,7 +19,7 @@ DEPARTURES = {
     "sample": ("selection", "selection_temperature"),
     "candidates": ("candidates",),
 }
-# Candidates measured and not in the default, as the fields they set on top of the default.
+# Candidates measured and not in the per-prompt default, as the fields they set on top of it.
 ALTERNATIVES = {
     "mixed": {"objective": "mixed"},
     "thompson": {"selection": "thompson"},
@@ -24,25 +28,46 @@ ALTERNATIVES = {
     "adaptive_q": {"process_noise_adaptation": 0.05},
     "shared_drift": {"shared_drift": 0.1},
 }
+# Settings of the shared filter measured against the default, as the fields they set on top of it.
+SHARED_ALTERNATIVES = {
+    "narrow_residual": {"initial_variance": 1.0},
+    "wide_residual": {"initial_variance": 4.0},
+    "wide_shared": {"shared_variance": 4.0},
+    "mixed": {"objective": "mixed"},
+    "proportional": {"selection_temperature": 1.0},
+    "sharp": {"selection_temperature": 0.5},
+    "sharp_wide_residual": {"selection_temperature": 0.5, "initial_variance": 4.0},
+    "candidates": {"candidates": 16.0},
+    "noise_shared_0.2": {"shared_noise_share": 0.2},
+    "noise_shared_0.8": {"shared_noise_share": 0.8},
+    "adaptive_q": {"process_noise_adaptation": 0.05},
+    "fixed_residual": {"residual_adaptation": 0.0},
+    "fast_residual": {"residual_adaptation": 0.2},
+}
 
 
-def _default_values(fields: tuple[str, ...]) -> dict:
-    default = KGPSConfig()
-    return {name: getattr(default, name) for name in fields}
+def _per_prompt_values(fields: tuple[str, ...]) -> dict:
+    per_prompt = KGPSConfig(**PER_PROMPT)
+    return {name: getattr(per_prompt, name) for name in fields}
 
 
 VARIANTS: dict[str, KGPSConfig] = {
     "kgps": KGPSConfig(),
+    "kgps_per_prompt": KGPSConfig(**PER_PROMPT),
     "kgps_paper": KGPSConfig.paper(),
     # The paper's ablations: the utility at the mean only, and a constant process noise (its usual size here).
     "kgps_point": KGPSConfig.paper(utility="point"),
     "kgps_fixed_q": KGPSConfig.paper(fixed_process_noise=0.005),
-    **{f"paper+{name}": KGPSConfig.paper(**_default_values(fields)) for name, fields in DEPARTURES.items()},
+    **{f"paper+{name}": KGPSConfig.paper(**_per_prompt_values(fields)) for name, fields in DEPARTURES.items()},
     **{
         f"paper+{name}": KGPSConfig.paper(**fields)
         for name, fields in ALTERNATIVES.items()
         if name not in ("proportional", "candidate_pass")  # settings of the default's draw, meaningless without it
     },
-    **{f"kgps-{name}": KGPSConfig(**{f: PAPER[f] for f in fields}) for name, fields in DEPARTURES.items()},
-    **{f"kgps+{name}": KGPSConfig(**fields) for name, fields in ALTERNATIVES.items()},
+    **{
+        f"per_prompt-{name}": KGPSConfig(**{**PER_PROMPT, **{f: PAPER[f] for f in fields}})
+        for name, fields in DEPARTURES.items()
+    },
+    **{f"per_prompt+{name}": KGPSConfig(**{**PER_PROMPT, **fields}) for name, fields in ALTERNATIVES.items()},
+    **{f"kgps+{name}": KGPSConfig(**fields) for name, fields in SHARED_ALTERNATIVES.items()},
 }

@@ -15,6 +15,7 @@ The oracles draw the `B` prompts of a batch without replacement in proportion to
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
 """
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -25,14 +26,24 @@ from trl_kgps.variants import VARIANTS
 
 
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
-SUITE = ("uniform", "kgps", "mopps", "greso", "oracle", "oracle@25", "oracle@100", "oracle_level")
+SUITE = (
+    "uniform", "kgps", "kgps_global", "kgps_per_prompt", "mopps", "greso",
+    "oracle", "oracle@25", "oracle@100", "oracle_level",
+)  # fmt: skip
 OTHERS = ("kgps_paper", "oracle_greedy", "ds")
 ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`
 BASELINE = "uniform"
+# A KGPS configuration named with this suffix reads the dataset's `level` column (`feature_columns=["level"]`), as
+# `trl-kgps train` does; the suite's `kgps` is the default with it, `kgps_global` the default without any column.
+LEVEL = ":level"
 
 
 def known(method: str) -> bool:
-    """A library selector, a variant, `ds`, or an oracle with an optional refresh period (`oracle_level@10`)."""
+    """
+    A library selector, a variant (with `:level` it learns from the dataset's `level` column), `ds`, or an oracle
+    with an optional refresh period (`oracle_level@10`).
+    """
+    method = method.removesuffix(LEVEL)
     name, at, refresh = method.partition("@")
     if name in ORACLES:
         return not at or (refresh.isdigit() and int(refresh) > 0)
@@ -189,6 +200,12 @@ def build(method: str, setting, model, seed: int):
     that reads `model` (the policy being trained) for its truth or its screening.
     """
     G = setting.regime.num_generations
+    if method == "kgps":
+        method = "kgps" + LEVEL
+    if method == "kgps_global":
+        method = "kgps"
+    if method.endswith(LEVEL) and method.removesuffix(LEVEL) in VARIANTS:
+        return "kgps", dataclasses.replace(VARIANTS[method.removesuffix(LEVEL)], feature_columns=["level"])
     if method in VARIANTS:
         return "kgps", VARIANTS[method]
     if method == "ds":

@@ -27,12 +27,10 @@ def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
     default, paper = dataclasses.asdict(KGPSConfig()), dataclasses.asdict(KGPSConfig.paper())
     changed = {name for name in default if default[name] != paper[name]}
     assert changed == {
-        "initial_variance",
+        "shared_variance",  # a factor shared across prompts (its own settings only act when it is on)
         "warmup_epochs",
         "observation",
         "selection",
-        "selection_temperature",
-        "candidates",
         "delta_norm_sample",  # how ||theta_t - theta_{t-1}|| is measured: 1 % of the coordinates, not all
     }
 

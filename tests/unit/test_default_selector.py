@@ -8,7 +8,7 @@ from scipy import integrate, stats
 
 from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.selectors._binomial import posterior_moments, predictive_moments
-from trl_kgps.selectors._draw import CandidatePass, draw, random_candidates
+from trl_kgps.selectors._draw import CandidatePass, draw, random_candidates, whole_pool_draw
 from trl_kgps.selectors._utility import expected_mixed_group_probability, mixed_group_probability
 
 
@@ -65,7 +65,7 @@ def test_predictive_moments_match_the_beta_binomial_like_mixture_exactly():
 def test_nis_is_one_on_average_when_the_belief_is_the_truth():
     rng = np.random.default_rng(0)
     N = 20000
-    selector = KGPSSelector(N, KGPSConfig(initial_variance=1.5))
+    selector = KGPSSelector(N, KGPSConfig(initial_variance=1.5, shared_variance=0.0))  # one filter per prompt
     psi = rng.normal(0.0, np.sqrt(1.5), N)  # drawn from the prior the selector holds
     selector.update(np.arange(N), rng.binomial(8, 1 / (1 + np.exp(-psi))), np.full(N, 8))
     assert selector.last_nis == pytest.approx(1.0, abs=0.03)
@@ -125,6 +125,55 @@ def test_temperature_sharpens_the_draw():
     scores = np.array([1.0, 3.0])
     first = [draw(np.arange(2), scores, 1, "sample", rng, temperature=0.5)[0] for _ in range(20000)]
     assert np.mean(first) == pytest.approx(9 / 10, abs=0.01)  # 3^2 / (1^2 + 3^2)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_the_whole_pool_draw_follows_plackett_luce_over_every_prompt_by_hand(temperature):
+    # 4 prompts, one excluded: P(a, then b) = w_a / W * w_b / (W - w_a), w = score^(1/T), over the three others.
+    rng = np.random.default_rng(6)
+    scores = np.array([0.2, 0.0, 0.5, 0.9, 0.7])
+    w = scores ** (1 / temperature)
+    w[4] = 0.0  # excluded
+    pairs = [
+        tuple(whole_pool_draw(5, lambda i: scores[i], 1.0, 2, np.array([4]), rng, temperature)) for _ in range(20000)
+    ]
+    outcomes = [(a, b) for a, b in itertools.permutations([0, 2, 3], 2)]
+    observed = np.array([pairs.count(pair) for pair in outcomes])
+    expected = np.array([w[a] / w.sum() * w[b] / (w.sum() - w[a]) for a, b in outcomes])
+    assert observed.sum() == 20000 and stats.chisquare(observed, 20000 * expected).pvalue > 1e-3
+
+
+def test_the_whole_pool_draw_by_rejection_matches_the_plain_draw_over_all_prompts():
+    # 2000 prompts in four score bands (the rejection path proper, far from its fallback): how often each band is
+    # drawn, and how often it is drawn first, as the plain Gumbel draw over all prompts gives them.
+    rng = np.random.default_rng(7)
+    scores = np.repeat([0.02, 0.3, 0.6, 0.9], 500)
+    band = np.repeat(np.arange(4), 500)
+    calls = []
+
+    def score(indices):
+        calls.append(indices.size)
+        return scores[indices]
+
+    chosen = [whole_pool_draw(2000, score, 1.0, 8, np.array([], dtype=np.int64), rng) for _ in range(3000)]
+    plain = [draw(np.arange(2000), scores, 8, "sample", rng) for _ in range(3000)]
+    assert all(c.size == 8 == np.unique(c).size for c in chosen)
+    for statistic in (lambda c: band[c], lambda c: band[c[:1]]):
+        ours = np.bincount(np.concatenate([statistic(c) for c in chosen]), minlength=4)
+        theirs = np.bincount(np.concatenate([statistic(c) for c in plain]), minlength=4)
+        assert stats.chi2_contingency(np.stack([ours, theirs])).pvalue > 1e-3
+    assert np.mean(calls) * len(calls) / 3000 < 100  # scores ~ B / acceptance = 8 / 0.455 prompts a round, not 2000
+
+
+def test_the_whole_pool_draw_of_a_pool_of_near_zero_scores_ends_exactly_over_the_whole_pool():
+    rng = np.random.default_rng(8)
+    scores = np.full(400, 1e-6)
+    scores[[7, 99]] = 0.5
+    excluded = np.array([99])
+    batches = [whole_pool_draw(400, lambda i: scores[i], 1.0, 3, excluded, rng) for _ in range(500)]
+    assert all(b.size == 3 == np.unique(b).size and 99 not in b for b in batches)
+    # Prompt 7 carries 0.5 / (0.5 + 398e-6) of the weight: nearly always drawn, nearly always first.
+    assert np.mean([b[0] == 7 for b in batches]) > 0.99
 
 
 def test_random_candidates_are_distinct_uniform_and_never_excluded():
@@ -200,7 +249,7 @@ def test_recent_batches_match_a_brute_force_count_over_the_window():
 
 
 def test_a_state_with_a_bad_drift_is_refused_and_leaves_the_selector_unchanged():
-    selector = KGPSSelector(10, KGPSConfig(shared_drift=0.1), seed=3)
+    selector = KGPSSelector(10, KGPSConfig(shared_drift=0.1, shared_variance=0.0), seed=3)
     selector.update([0, 1], [8, 0], [8, 8])
     before = selector.state_dict()
     bad = {**before, "mean": np.full(10, 1.5, dtype=np.float32), "drift": float("nan")}

@@ -53,7 +53,7 @@ def test_mean_is_read_only():
     with pytest.raises(ValueError):
         selector.mean[0] = 1.0
     selector.variance[0] = 5.0  # a fresh array: writing to it changes nothing
-    assert selector.variance[0] == selector.config.initial_variance
+    assert selector.variance[0] == selector.config.initial_variance + selector.config.shared_variance
 
 
 def test_shapes_and_dtypes():

@@ -15,12 +15,17 @@ SELECTORS: dict[str, type] = {
 }
 
 
-def build_selector(name: str, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0) -> PromptSelector:
-    """The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` only matters to KGPS."""
+def build_selector(
+    name: str, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features=None
+) -> PromptSelector:
+    """
+    The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` and `features` (see
+    `KGPSSelector`) only matter to KGPS.
+    """
     if name not in SELECTORS:
         raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
     if SELECTORS[name] is KGPSSelector:
-        return KGPSSelector(num_prompts, config, seed=seed)
+        return KGPSSelector(num_prompts, config, seed=seed, features=features)
     return SELECTORS[name](num_prompts, seed=seed)
 
 

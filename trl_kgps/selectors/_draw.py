@@ -5,13 +5,20 @@ How KGPS's default turns scores into a batch: candidates, then a draw among them
 - `CandidatePass` (`candidate_pass=True`) deals the prompts out in a seeded random order, `C` at a time, and starts
   a new order when one is used up: every prompt is a candidate exactly once per pass, whatever its score
   (coverage). A pass costs one permutation of `N`, amortised over `N / C` rounds.
+- `whole_pool_draw` (`candidates=0` with `selection="sample"`) draws `B` of all `N` prompts, exactly as `draw` would
+  over the whole pool, by rejection: it scores only the prompts it proposes, `O(B / acceptance)` of them.
 - `draw` chooses `B` of the candidates: `"sample"` draws them without replacement with probabilities proportional
   to their scores raised to `1 / temperature` (Gumbel top-k), `"top"` takes the `B` best (ties in random order).
 """
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+
+# whole_pool_draw scores at most this share of the pool by rejection before it scores the rest all at once.
+_MAX_PROPOSED_SHARE = 0.25
 
 
 class CandidatePass:
@@ -106,6 +113,58 @@ def draw(
     else:
         order = np.lexsort((rng.random(scores.size), -scores))
     return candidates[order[:batch_size]]
+
+
+def whole_pool_draw(
+    num_prompts: int,
+    score: Callable[[np.ndarray], np.ndarray],
+    bound: float,
+    batch_size: int,
+    excluded: np.ndarray,
+    rng: np.random.Generator,
+    temperature: float = 1.0,
+) -> np.ndarray:
+    r"""
+    `batch_size` distinct prompts of `0 .. num_prompts - 1`, none of `excluded` (sorted, unique), drawn without
+    replacement with probabilities proportional to \(w_i = \mathrm{score}_i^{1/T}\): each next prompt \(i\) with
+    probability \(w_i / \sum_{j 	ext{ left}} w_j\) — the distribution of `draw(all prompts, ..., "sample")`.
+
+    By rejection: a proposal \(i\), uniform over the pool, is accepted with probability \(w_i / w_{\max}\),
+    \(w_{\max} = \mathrm{bound}^{1/T} \ge w_i\), and proposals already chosen or excluded are rejected. Each accepted
+    proposal is then distributed as \(w_i / \sum_{j 	ext{ left}} w_j\), whatever came before, so the successive
+    acceptances are the sequential draw itself. It costs `score` on \(B\, w_{\max} / ar w\) prompts on average;
+    once it has proposed `N / 4` of them without finishing (a pool of near-zero scores), it draws the rest of the
+    batch exactly over the whole pool at once (Gumbel top-k on the prompts left). Prompts of score 0 come last, in
+    random order, as in `draw`.
+
+    Args:
+        score (`Callable`): prompt indices of shape `(n,)` -> their scores, shape `(n,)`, in `[0, bound]`.
+        bound (`float`): an upper bound of every score.
+    """
+    w_max = bound ** (1.0 / temperature)
+    chosen: list[int] = []
+    taken = set(excluded.tolist())
+    available = num_prompts - len(taken)
+    batch_size = min(batch_size, available)
+    proposed, acceptance = 0, 0.5
+    while len(chosen) < batch_size and proposed < _MAX_PROPOSED_SHARE * num_prompts:
+        need = batch_size - len(chosen)
+        count = int(min(max(2 * need / acceptance, 64), num_prompts))
+        proposals = rng.integers(num_prompts, size=count)
+        w = score(proposals) ** (1.0 / temperature)
+        accepted = proposals[rng.random(count) * w_max < w]
+        proposed += count
+        acceptance = max(accepted.size / count, 1e-3)
+        for index in accepted.tolist():
+            if index not in taken:
+                taken.add(index)
+                chosen.append(index)
+                if len(chosen) == batch_size:
+                    break
+    if len(chosen) < batch_size:
+        rest = np.setdiff1d(np.arange(num_prompts), np.fromiter(taken, np.int64, len(taken)), assume_unique=True)
+        chosen.extend(draw(rest, score(rest), batch_size - len(chosen), "sample", rng, temperature).tolist())
+    return np.asarray(chosen, dtype=np.int64)
 
 
 def _isin_sorted(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:

@@ -22,13 +22,14 @@ from ._checks import (
     check_finite_state,
     check_scalar,
 )
-from ._draw import CandidatePass, draw, random_candidates
+from ._draw import CandidatePass, draw, random_candidates, whole_pool_draw
 from ._ranking import UtilityRanking
 from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
 from .base import FromPretrainedMixin
+from .shared import SharedFactor, design
 
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 # The calibrated gamma stays within this factor of the configured one.
 _MAX_GAMMA_SCALE = 1e3
 _DEFAULT_GROUP_SIZE = 8
@@ -95,12 +96,22 @@ class KGPSSelector(FromPretrainedMixin):
     ```
     """
 
-    def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0):
+    def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features: Any = None):
         num_prompts = as_num_prompts(num_prompts)
         if config is None:
             config = KGPSConfig()
         elif not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
+        self._features_given = features is not None
+        if features is not None and config.shared_variance == 0:
+            raise ValueError(
+                "features were given, but config.shared_variance is 0, so nothing is shared across prompts: set "
+                "shared_variance > 0 (the default is 1.0), or drop the features."
+            )
+        # The factor shared across prompts (config.shared_variance > 0): then _mean and _variance are the residuals.
+        self._shared = (
+            SharedFactor(design(num_prompts, features), config.shared_variance) if config.shared_variance > 0 else None
+        )
         self.num_prompts = num_prompts
         self.config = config
         self.seed = seed
@@ -115,19 +126,43 @@ class KGPSSelector(FromPretrainedMixin):
         self._utility = Utility(points)
         self._ranking = UtilityRanking(self._utility)
         self._pass = CandidatePass(num_prompts)
+        # With the shared factor: which prompts were observed, and the residual prior variance of the others, minus
+        # initial_variance (config.residual_adaptation).
+        self._seen = np.zeros(num_prompts, dtype=bool) if self._shared is not None else None
+        self._unseen_extra = 0.0
         self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
         self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
         self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
 
     @property
     def mean(self) -> np.ndarray:
-        view = self._mean.view() if self._drift == 0 else self._mean + np.float32(self._drift)
+        if self._shared is not None:
+            view = (self._mean + self._shared.moments()[0]).astype(np.float32)
+        else:
+            view = self._mean.view() if self._drift == 0 else self._mean + np.float32(self._drift)
         view.flags.writeable = False
         return view
 
     @property
     def variance(self) -> np.ndarray:
-        return self._variance + np.float32(self._offset)
+        variance = self._variance + np.float32(self._offset)
+        if self._shared is not None:
+            variance = (variance + self._shared.moments()[1] + self._unseen_extra * ~self._seen).astype(np.float32)
+        return variance
+
+    @property
+    def shared(self) -> "SharedFactor | None":
+        """The factor shared across prompts (`config.shared_variance > 0`), or `None` (one filter per prompt)."""
+        return self._shared
+
+    def _moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each of `indices`' logit mean and variance, float64 of shape `(n,)`: residual plus shared part."""
+        m = self._mean[indices].astype(np.float64) + self._drift
+        P = self._variance[indices].astype(np.float64) + self._offset
+        if self._shared is not None:
+            shared_mean, shared_variance = self._shared.moments(indices)
+            m, P = m + shared_mean, P + shared_variance + self._unseen_extra * ~self._seen[indices]
+        return m, P
 
     def initialize(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
@@ -145,6 +180,11 @@ class KGPSSelector(FromPretrainedMixin):
         if self.config.observation == "logit":
             self._mean[idx] = _clipped_logit(s, k) - self._drift
             self._variance[idx] = self.config.initial_variance - self._offset
+        elif self._shared is not None:  # from the prior: the residual's N(0, P0) and the shared part's belief
+            self._mean[idx] = 0.0
+            self._variance[idx] = self.config.initial_variance - self._offset
+            self.update(idx, s, k)
+            return
         else:  # the exact update from the prior N(0, P0)
             P0 = np.full(idx.size, self.config.initial_variance)
             mean, variance = posterior_moments(np.zeros(idx.size), P0, s, k)
@@ -163,7 +203,12 @@ class KGPSSelector(FromPretrainedMixin):
                 \rVert_2^p\\). With `fixed_process_noise` set, \\(Q\\) is that constant and the norms are only checked.
         """
         norms = as_delta_norms(delta_norm)
-        self._offset += self.process_noise(norms)
+        Q = self.process_noise(norms)
+        if self._shared is not None:
+            share = self.config.shared_noise_share
+            self._shared.predict(share * Q)
+            Q = (1.0 - share) * Q
+        self._offset += Q
         if self._offset >= _MAX_VARIANCE_OFFSET:
             self._variance += np.float32(self._offset)
             self._ranking.shift_offset(self._offset)
@@ -216,6 +261,9 @@ class KGPSSelector(FromPretrainedMixin):
         idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
         if idx.size == 0:
             return
+        if self._shared is not None:
+            self._shared_update(idx, s, k)
+            return
         m = self._mean[idx].astype(np.float64) + self._drift
         P = self._variance[idx].astype(np.float64) + self._offset
         predicted, spread = predictive_moments(m, P, k)
@@ -235,6 +283,31 @@ class KGPSSelector(FromPretrainedMixin):
         self._variance[idx] = variance - self._offset
         self._ranking.on_update(idx, self._mean, self._variance, self._offset)
         self._group_size_seen = int(k.max())
+        self._adapt_gamma()
+
+    def _shared_update(self, idx: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
+        """`update` with the shared factor: `shared.SharedFactor.update` moves it and returns the residuals."""
+        first = ~self._seen[idx]
+        m = self._mean[idx].astype(np.float64)
+        P = self._variance[idx].astype(np.float64) + self._offset + self._unseen_extra * first
+        mean, variance, (a, S) = self._shared.update(idx, m, P, s, k)
+        predicted, spread = predictive_moments(a, S, k)
+        nis = (s - predicted) ** 2 / spread
+        self.last_nis = float(np.mean(nis))
+        self._mean[idx] = mean
+        self._variance[idx] = variance - self._offset
+        self._seen[idx] = True
+        self._group_size_seen = int(k.max())
+        self._adapt_gamma()
+        if self.config.residual_adaptation > 0 and first.any():
+            # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the
+            # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less.
+            tau2 = self.config.initial_variance + self._unseen_extra
+            tau2 *= math.exp(self.config.residual_adaptation * (float(np.mean(nis[first])) - 1.0))
+            tau2 = min(max(tau2, self.config.initial_variance / _MAX_GAMMA_SCALE), self.config.initial_variance * 100)
+            self._unseen_extra = tau2 - self.config.initial_variance
+
+    def _adapt_gamma(self) -> None:
         if self.config.process_noise_adaptation > 0:
             step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
             self._gamma_scale = float(
@@ -261,16 +334,20 @@ class KGPSSelector(FromPretrainedMixin):
 
     def _score(self, indices: np.ndarray) -> np.ndarray:
         """The objective's posterior expectation for `indices` (float64 of shape `(n,)`)."""
-        m = self._mean[indices] + np.float32(self._drift)
-        P = self._variance[indices].astype(np.float64) + self._offset
+        if self._shared is not None:
+            m, P = self._moments(indices)
+            m = m.astype(np.float32)
+        else:
+            m = self._mean[indices] + np.float32(self._drift)
+            P = self._variance[indices].astype(np.float64) + self._offset
         if self.config.objective == "variance":
             return self._utility(m, P.astype(np.float32)).astype(np.float64)
         return expected_mixed_group_probability(m, P, self.group_size, self._points)
 
     def _thompson_score(self, indices: np.ndarray) -> np.ndarray:
         r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
-        P = self._variance[indices].astype(np.float64) + self._offset
-        psi = self._mean[indices] + self._drift + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
+        m, P = self._moments(indices)
+        psi = m + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
         if self.config.objective == "variance":
             return 1.0 / (2.0 + 2.0 * np.cosh(psi))
         return mixed_group_probability(psi, self.group_size)
@@ -301,6 +378,11 @@ class KGPSSelector(FromPretrainedMixin):
             pool = self._pass.next(count, excluded, self._rng)
         elif config.candidates > 0:
             pool = random_candidates(self.num_prompts, count, excluded, self._rng)
+        elif config.selection == "sample":  # exact and in O(B) expected time: see `_draw.whole_pool_draw`
+            bound = 0.25 if config.objective == "variance" else 1.0
+            return whole_pool_draw(
+                self.num_prompts, self._score, bound, batch_size, excluded, self._rng, config.selection_temperature
+            )
         else:
             pool = np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
         if config.selection == "thompson":
@@ -317,10 +399,8 @@ class KGPSSelector(FromPretrainedMixin):
         Returns:
             `np.ndarray` of shape `(n,)` (or `(N,)`), float64, in `(0, 1)`.
         """
-        if indices is None:
-            return _sigmoid(self._mean.astype(np.float64) + self._drift)
-        idx = as_index_array("indices", indices, self.num_prompts)
-        return _sigmoid(self._mean[idx].astype(np.float64) + self._drift)
+        idx = np.arange(self.num_prompts) if indices is None else as_index_array("indices", indices, self.num_prompts)
+        return _sigmoid(self._moments(idx)[0])
 
     def state_dict(self) -> dict[str, Any]:
         """
@@ -342,6 +422,11 @@ class KGPSSelector(FromPretrainedMixin):
             "drift": self._drift,
             "group_size_seen": self._group_size_seen,
             "last_nis": self.last_nis,
+            **(
+                {}
+                if self._shared is None
+                else {**self._shared.state_dict(), "seen": self._seen.copy(), "unseen_extra": self._unseen_extra}
+            ),
             "config": dataclasses.asdict(self.config),
             "seed": self.seed,
         }
@@ -358,9 +443,9 @@ class KGPSSelector(FromPretrainedMixin):
         missing = {"version", "num_prompts", "mean", "variance_base", "variance_offset", "rng_state"} - state.keys()
         if missing:
             raise ValueError(f"state is missing {sorted(missing)}; it was not written by KGPSSelector.state_dict().")
-        if state["version"] not in (1, STATE_VERSION):
+        if state["version"] not in (1, 2, STATE_VERSION):
             raise ValueError(
-                f"state has version {state['version']!r}, but this trl-kgps reads versions 1 and {STATE_VERSION}. "
+                f"state has version {state['version']!r}, but this trl-kgps reads versions 1 to {STATE_VERSION}. "
                 "Load it with the trl-kgps release that saved it."
             )
         # Version 1 (trl-kgps 0.1) had only the paper's selector: no pass, no calibration, no drift.
@@ -392,17 +477,49 @@ class KGPSSelector(FromPretrainedMixin):
         last_nis = float(state["last_nis"])  # NaN before the first update
         candidate_pass = CandidatePass(self.num_prompts)
         candidate_pass.load_state_dict(state)
+        shared = None
+        if self._shared is not None:
+            if "shared_mu" not in state:
+                raise ValueError(
+                    "state holds no shared factor, but this selector has one (shared_variance > 0): it was saved by a "
+                    "per-prompt KGPS. Build the selector with the config it was saved with."
+                )
+            shared = SharedFactor.from_state_dict(state, self.num_prompts)
+            seen = np.asarray(state["seen"])
+            unseen_extra = check_scalar("unseen_extra", state["unseen_extra"])
+            if seen.shape != (self.num_prompts,) or seen.dtype != bool:
+                raise ValueError(f"state['seen'] is not one flag per prompt ({self.num_prompts}); it is corrupted.")
+            if self.config.initial_variance + unseen_extra <= 0:
+                raise ValueError(f"state['unseen_extra']={unseen_extra} makes a negative prior; it is corrupted.")
+            if self._features_given and not self._shared.design.same_as(shared.design):
+                raise ValueError(
+                    "state was saved with other prompt features than this selector's (another dataset, or its "
+                    "feature columns changed): resume with the dataset and feature_columns it was saved with."
+                )
+        elif "shared_mu" in state:
+            raise ValueError(
+                "state holds a shared factor, but this selector has none (shared_variance=0): build it with the config "
+                "it was saved with."
+            )
         # Everything checked: only now does this selector change.
         self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
         self._pass, self._gamma_scale, self._group_size_seen = candidate_pass, gamma_scale, group_size_seen
         self._drift, self.last_nis = drift, last_nis
+        if shared is not None:
+            self._shared, self._seen, self._unseen_extra = shared, seen.copy(), unseen_extra
         self._ranking.invalidate()
 
     @classmethod
     def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
         saved = state["config"]
-        # A version-1 state was saved by the paper's selector, before the fields it lacks existed.
-        config = KGPSConfig.paper(**saved) if state.get("version") == 1 else KGPSConfig(**saved)
+        # A version-1 state was saved by the paper's selector, before the fields it lacks existed; a version-2 state
+        # by a per-prompt filter, before the shared factor existed.
+        if state.get("version") == 1:
+            config = KGPSConfig.paper(**saved)
+        elif state.get("version") == 2:
+            config = KGPSConfig(**{"shared_variance": 0.0, **saved})
+        else:
+            config = KGPSConfig(**saved)
         return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
 
     def __repr__(self) -> str:

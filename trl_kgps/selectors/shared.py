@@ -1,0 +1,384 @@
+r"""
+What KGPS learns across prompts: a shared factor over the prompts' features, beside each prompt's own residual.
+
+The model. Prompt \\(i\\) has a feature row \\(z_i \in \mathbb{R}^D\\) of unit norm (see `design`), and its logit
+success rate is a shared part plus a residual,
+
+    psi_i = z_i^T beta + r_i,        beta ~ N(mu, Sigma)  (D x D, dense),        r_i ~ N(m_i, P_i),
+
+with \\(\beta\\) independent of every \\(r_i\\) (the mean field: the joint belief is
+\\(q(\beta) \prod_i q(r_i)\\)). Categorical features (a dataset's `level`, `type`, `source`) make \\(z_i\\) an
+intercept plus one indicator per column; an embedding makes it an intercept plus the unit embedding; no feature
+leaves the intercept alone, one factor shared by the whole pool. Two prompts' logits covary by
+\\(z_i^T \Sigma z_j\\): observing some prompts of a level moves the level's other prompts, and a prompt never seen
+starts from what its level has shown.
+
+Prediction (the policy moved by \\(\lVert\Delta\theta\rVert\\), `KGPSSelector.predict` gives
+\\(Q = \gamma \lVert\Delta\theta\rVert^p\\)): the shared part takes the share \\(\rho\\) of it,
+
+    Sigma <- Sigma + rho Q I,        P_i <- P_i + (1 - rho) Q,
+
+so every prompt's logit variance grows by \\(Q\\) (\\(\lVert z_i \rVert = 1\\)), as in the paper.
+
+Update, for a batch of prompts \\(i\\) with \\(s_i\\) successes in \\(k_i\\) rollouts:
+
+1. each prompt's exact binomial posterior from its marginal prior \\(\mathcal{N}(a_i, S_i)\\),
+   \\(a_i = z_i^T\mu + m_i\\), \\(S_i = z_i^T \Sigma z_i + P_i\\), moment-matched to \\(\mathcal{N}(\hat a_i, \hat S_i)\\)
+   (`_binomial.posterior_moments`), is written as the Gaussian pseudo-observation that gives the same update,
+
+       y_i = psi_i + e_i,   e_i ~ N(0, R_i),   1 / R_i = 1 / S_i_hat - 1 / S_i,   y_i = a_i + (a_i_hat - a_i) S_i / (S_i - S_i_hat);
+
+2. the pseudo-observations update \\(\beta\\) exactly (the batch's residuals integrated out), with
+   \\(V = \mathrm{diag}(P_i + R_i)\\) and the batch's rows \\(Z\\):
+
+       Sigma <- (Sigma^-1 + Z^T V^-1 Z)^-1,   mu <- mu + Sigma_new Z^T V^-1 (y - Z mu - m)
+
+   (the Kalman update in information form: \\(O(n D^2 + D^3)\\) for a batch of \\(n\\));
+
+3. each residual becomes its exact marginal under the joint posterior,
+
+       g_i = P_i / (P_i + R_i),   m_i <- m_i + g_i (y_i - z_i^T mu_new - m_i),   P_i <- (1 - g_i) P_i + g_i^2 z_i^T Sigma_new z_i.
+
+After one batch from a factorised belief, every marginal is the exact joint posterior's (given the pseudo-
+observations): every prompt's mean, \\(\beta\\)'s moments, and the variance of every prompt the batch did not hold.
+What the mean field drops is the (negative) covariance between \\(\beta\\) and the residuals it just updated, so an
+observed prompt's variance is over-stated, and later evidence about its group does not flow back into its residual.
+`tests/unit/test_shared.py` measures both against the exact joint Kalman filter with a dense covariance;
+docs/algorithm.md quotes the figures.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._binomial import posterior_moments
+
+
+# A pseudo-observation this uninformative (its precision relative to the prior's) changes nothing and is skipped.
+_MIN_RELATIVE_PRECISION = 1e-9
+_EMBEDDING_DIMENSIONS = 64  # an embedding wider than this is projected onto its leading principal directions
+
+
+class Design:
+    r"""
+    The feature rows \\(z_i\\) of `N` prompts, stored once per distinct row: `rows[cell[i]]` is \\(z_i\\).
+
+    Attributes:
+        rows (`np.ndarray` of shape `(C, D)`, float64): the distinct rows, each of unit norm.
+        cell (`np.ndarray` of shape `(N,)`, int64): each prompt's row.
+        names (`list[str]` of length `C`): a readable name per row (`"level=3"`, `"all"`, `"embedding: prompt 17"`).
+        kind (`str`): `"global"` (no feature), `"categorical"` (a row per combination of labels: the prompts'
+            groups) or `"embedding"` (a row per prompt).
+    """
+
+    KINDS = ("global", "categorical", "embedding")
+
+    def __init__(self, rows: np.ndarray, cell: np.ndarray, names: Sequence[str], kind: str):
+        self.rows, self.cell, self.names, self.kind = rows, cell, list(names), kind
+
+    @property
+    def dimension(self) -> int:
+        return self.rows.shape[1]
+
+    @property
+    def num_cells(self) -> int:
+        return self.rows.shape[0]
+
+    def same_as(self, other: "Design") -> bool:
+        return np.array_equal(self.rows, other.rows) and np.array_equal(self.cell, other.cell)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "shared_rows": self.rows.copy(),
+            "shared_cell": self.cell.copy(),
+            "shared_names": np.array(self.names),
+            "shared_kind": self.kind,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any], num_prompts: int) -> "Design":
+        rows = np.asarray(state["shared_rows"], dtype=np.float64)
+        cell = np.asarray(state["shared_cell"])
+        names = [str(name) for name in np.asarray(state["shared_names"]).tolist()]
+        kind = str(state["shared_kind"])
+        if (
+            kind not in cls.KINDS
+            or rows.ndim != 2
+            or not np.isfinite(rows).all()
+            or cell.shape != (num_prompts,)
+            or cell.dtype.kind not in "iu"
+            or len(names) != rows.shape[0]
+            or (cell.size and (cell.min() < 0 or cell.max() >= rows.shape[0]))
+        ):
+            raise ValueError("state's shared_rows, shared_cell and shared_names do not fit together; it is corrupted.")
+        return cls(rows, cell.astype(np.int64), names, kind)
+
+
+def design(num_prompts: int, features: Any = None) -> Design:
+    r"""
+    The feature rows of `num_prompts` prompts.
+
+    Args:
+        num_prompts (`int`): `N`.
+        features (*optional*): `None` (one factor shared by all prompts); a dict from feature names (e.g. dataset
+            columns) to their values, one per prompt; or the values alone. Values are labels (shape `(N,)`, ints or
+            strings: a categorical feature; several of them in a dict), or a float array of shape `(N, E)` (an
+            embedding per prompt, the only feature then; projected onto its 64 leading principal directions when
+            `E > 64`).
+
+    Returns:
+        `Design`: categorical features give one row per distinct combination of labels, \\(z = (1, e_{c_1}, \dots,
+        e_{c_F}) / \sqrt{1 + F}\\); an embedding \\(x_i\\) gives \\(z_i = (1, x_i / \lVert x_i \rVert) / \sqrt 2\\)
+        (after centring), a row per prompt; nothing gives \\(z_i = (1)\\).
+
+    Raises:
+        `ValueError`: features of another length than `N`, with missing values (None, NaN), or of a type that is
+            neither labels nor numbers, naming the feature and the fix.
+    """
+    if features is None:
+        return Design(np.ones((1, 1)), np.zeros(num_prompts, dtype=np.int64), ["all"], "global")
+    named = dict(features) if isinstance(features, dict) else {"feature": features}
+    if not named:
+        raise ValueError("features is an empty dict: give at least one feature, or None for one shared factor.")
+    columns = [(name, _as_feature(name, values, num_prompts)) for name, values in named.items()]
+    embeddings = [name for name, values in columns if values.ndim == 2]
+    if embeddings and len(columns) > 1:
+        raise ValueError(
+            f"feature {embeddings[0]!r} is a vector per prompt (an embedding), which cannot be combined with other "
+            "features: pass the embedding column alone, or only categorical columns."
+        )
+    if embeddings:
+        return _embedding_design(*columns[0])
+    return _categorical_design(columns)
+
+
+def _is_sequence(value) -> bool:
+    return isinstance(value, (list, tuple, np.ndarray)) and not isinstance(value, str)
+
+
+def _as_feature(name: str, values, num_prompts: int) -> np.ndarray:
+    """One feature as labels (shape `(N,)`, int or str) or an embedding (shape `(N, E)`, float64), checked."""
+    try:
+        array = np.asarray(values)
+    except ValueError:  # ragged vectors
+        raise ValueError(
+            f"feature {name!r} holds vectors of different lengths: an embedding column needs one vector of the same "
+            "length per prompt."
+        ) from None
+    if array.shape[:1] != (num_prompts,):
+        raise ValueError(
+            f"feature {name!r} has {array.shape[0] if array.ndim else 'no'} values for {num_prompts} prompts: give one "
+            "value per prompt of the train dataset, in its order."
+        )
+    if array.dtype == object:
+        missing = [i for i, v in enumerate(array.tolist()) if v is None or (isinstance(v, float) and v != v)]
+        if missing:
+            raise ValueError(
+                f"feature {name!r} is missing at prompt {missing[0]} ({len(missing)} prompts in all): fill it (e.g. "
+                f"with 'unknown') or drop those rows before training."
+            )
+        raise ValueError(
+            f"feature {name!r} holds values of type {type(array.flat[0]).__name__} (first {array.flat[0]!r}): a "
+            "categorical column needs ints or strings, an embedding column a float vector per prompt."
+        )
+    if array.dtype.kind == "f" and array.ndim == 1:
+        if not np.isfinite(array).all():
+            bad = int(np.flatnonzero(~np.isfinite(array))[0])
+            raise ValueError(
+                f"feature {name!r} is NaN or infinite at prompt {bad}: fill the missing values or drop those rows "
+                "before training."
+            )
+        if not np.array_equal(array, np.round(array)):
+            raise ValueError(
+                f"feature {name!r} holds fractional numbers (e.g. {array[array != np.round(array)][0]!r}): a "
+                "categorical column needs labels (ints or strings); bin a continuous difficulty score first."
+            )
+        return array.astype(np.int64)
+    if array.dtype.kind in "iub" and array.ndim == 1:
+        return array.astype(np.int64)
+    if array.dtype.kind in "US" and array.ndim == 1:
+        return array.astype(str)
+    if array.dtype.kind in "iuf" and array.ndim == 2:
+        array = array.astype(np.float64)
+        if not np.isfinite(array).all():
+            bad = int(np.flatnonzero(~np.isfinite(array).all(axis=1))[0])
+            raise ValueError(f"feature {name!r} holds NaN or infinite values at prompt {bad}: fix or drop that row.")
+        return array
+    raise ValueError(
+        f"feature {name!r} has values of type {array.dtype} and shape {array.shape}: a categorical column needs one "
+        "int or string per prompt, an embedding column one float vector per prompt."
+    )
+
+
+def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
+    codes, levels = [], []
+    for _, values in columns:
+        level, code = np.unique(values, return_inverse=True)
+        codes.append(code.astype(np.int64))
+        levels.append(level)
+    offsets = np.cumsum([1] + [len(level) for level in levels])  # the intercept, then each column's indicators
+    combination = np.stack(codes, axis=1)
+    distinct, cell = np.unique(combination, axis=0, return_inverse=True)
+    rows = np.zeros((len(distinct), int(offsets[-1])))
+    rows[:, 0] = 1.0
+    for j in range(len(columns)):
+        rows[np.arange(len(distinct)), offsets[j] + distinct[:, j]] = 1.0
+    rows /= np.sqrt(1 + len(columns))
+    names = [
+        ", ".join(f"{name}={levels[j][code]}" for j, ((name, _), code) in enumerate(zip(columns, combo)))
+        for combo in distinct
+    ]
+    return Design(rows, cell.reshape(-1).astype(np.int64), names, "categorical")
+
+
+def _embedding_design(name: str, x: np.ndarray) -> Design:
+    x = x - x.mean(axis=0)
+    if x.shape[1] > _EMBEDDING_DIMENSIONS:
+        _, _, vt = np.linalg.svd(x[:: max(1, x.shape[0] // 20_000)], full_matrices=False)
+        x = x @ vt[:_EMBEDDING_DIMENSIONS].T
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+    rows = np.hstack([np.ones((x.shape[0], 1)), x]) / np.sqrt(2.0)
+    rows[norms[:, 0] == 0] = np.eye(1, rows.shape[1])  # a prompt whose embedding is the mean: the intercept alone
+    names = [f"{name}: prompt {i}" for i in range(x.shape[0])]
+    return Design(rows, np.arange(x.shape[0], dtype=np.int64), names, "embedding")
+
+
+def pseudo_observations(
+    a: np.ndarray, S: np.ndarray, a_hat: np.ndarray, S_hat: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""
+    The Gaussian observation \\(y = \psi + e\\), \\(e \sim \mathcal{N}(0, R)\\), that takes the prior
+    \\(\mathcal{N}(a, S)\\) to the posterior \\(\mathcal{N}(\hat a, \hat S)\\):
+    \\(1/R = 1/\hat S - 1/S\\), \\(y = a + (\hat a - a) S / (S - \hat S)\\). All of shape `(n,)`, float64; `R = inf`
+    (and `y = a`) where the posterior is no narrower than the prior (an uninformative outcome).
+    """
+    precision = 1.0 / S_hat - 1.0 / S  # > 0: the binomial likelihood is log-concave
+    informative = precision * S > _MIN_RELATIVE_PRECISION
+    R = np.full_like(a, np.inf)
+    y = a.copy()
+    R[informative] = 1.0 / precision[informative]
+    y[informative] = a[informative] + (a_hat - a)[informative] * S[informative] / (S - S_hat)[informative]
+    return y, R
+
+
+class SharedFactor:
+    r"""
+    The belief \\(\beta \sim \mathcal{N}(\mu, \Sigma)\\) over the shared factor of the prompts in `design`.
+
+    Args:
+        design (`Design`): the prompts' feature rows.
+        variance (`float`): the prior \\(\Sigma_0 = \sigma^2 I\\): every prompt's shared part starts with variance
+            \\(\sigma^2\\).
+
+    Attributes:
+        mu (`np.ndarray` of shape `(D,)`, float64), Sigma (`np.ndarray` of shape `(D, D)`, float64).
+    """
+
+    def __init__(self, design: Design, variance: float):
+        self.design = design
+        self.mu = np.zeros(design.dimension)
+        self.Sigma = variance * np.eye(design.dimension)
+
+    def moments(self, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        r"""
+        The shared part's mean \\(z_i^T \mu\\) and variance \\(z_i^T \Sigma z_i\\) of the prompts `indices` (all by
+        default), each of shape `(n,)`, float64; computed once per distinct row when that is cheaper.
+        """
+        cell = self.design.cell if indices is None else self.design.cell[indices]
+        if self.design.num_cells <= cell.size:
+            mean, variance = self.cell_moments()
+            return mean[cell], variance[cell]
+        z = self.design.rows[cell]
+        return z @ self.mu, np.einsum("nd,de,ne->n", z, self.Sigma, z)
+
+    def group_success(self) -> np.ndarray:
+        r"""
+        Per distinct row (a group, for categorical features), shape `(C,)`: \(\sigma(z^T \mu)\), the success rate
+        the shared part predicts for a prompt of the group with no evidence of its own.
+        """
+        return 1.0 / (1.0 + np.exp(-self.cell_moments()[0]))
+
+    def cell_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """The shared part's mean and variance for each distinct row, shape `(C,)` each."""
+        z = self.design.rows
+        return z @ self.mu, np.maximum(np.einsum("nd,de,ne->n", z, self.Sigma, z), 0.0)
+
+    def predict(self, noise: float) -> None:
+        r"""\\(\Sigma \mathrel{+}= \rho Q I\\): `noise` is \\(\rho Q\\), the shared part's logit variance per round."""
+        self.Sigma[np.diag_indices_from(self.Sigma)] += noise
+
+    def update(
+        self, indices: np.ndarray, m: np.ndarray, P: np.ndarray, s: np.ndarray, k: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        r"""
+        Updates \\(\beta\\) with a batch of binomial outcomes and returns the batch's residuals' posterior marginals (see
+        the module's docstring).
+
+        Args:
+            indices (`np.ndarray` of shape `(n,)`, int64): distinct prompts, each with `k > 0`.
+            m, P (`np.ndarray` of shape `(n,)`, float64): their residuals' prior means and variances.
+            s, k (`np.ndarray` of shape `(n,)`, float64): successes and trials.
+
+        Returns:
+            `(m_new, P_new, (a, S))`: the residuals' posterior means and variances, and each prompt's prior logit mean
+            and variance (what its outcome was predicted from).
+        """
+        z = self.design.rows[self.design.cell[indices]]
+        a = z @ self.mu + m
+        S = np.einsum("nd,de,ne->n", z, self.Sigma, z) + P
+        y, R = pseudo_observations(a, S, *posterior_moments(a, S, s, k))
+        m_new, P_new = self.absorb(indices, m, P, y, R)
+        return m_new, P_new, (a, S)
+
+    def absorb(
+        self, indices: np.ndarray, m: np.ndarray, P: np.ndarray, y: np.ndarray, R: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        r"""
+        The exact update by Gaussian observations \\(y_i = \psi_i + e_i\\), \\(e_i \sim \mathcal{N}(0, R_i)\\), of
+        \\(\beta\\), and the residuals' posterior marginals (steps 2 and 3 of the module's docstring). `R = inf`
+        observes nothing.
+
+        Args:
+            indices (`np.ndarray` of shape `(n,)`, int64): distinct prompts.
+            m, P (`np.ndarray` of shape `(n,)`, float64): their residuals' prior means and variances.
+            y, R (`np.ndarray` of shape `(n,)`, float64): the observations and their variances.
+
+        Returns:
+            `(m_new, P_new)`, each of shape `(n,)`, float64.
+        """
+        seen = np.isfinite(R)
+        m_new, P_new = m.copy(), P.copy()
+        if not seen.any():
+            return m_new, P_new
+        z, m, P, y, R = self.design.rows[self.design.cell[indices[seen]]], m[seen], P[seen], y[seen], R[seen]
+        # beta's exact update by y = Z beta + r + e, with r ~ N(m, P) integrated out, in information form: O(n D^2 + D^3).
+        weight = 1.0 / (P + R)
+        precision = np.linalg.inv(self.Sigma) + (z.T * weight) @ z
+        Sigma = np.linalg.inv(precision)
+        self.Sigma = (Sigma + Sigma.T) / 2
+        self.mu = self.mu + self.Sigma @ (z.T @ (weight * (y - z @ self.mu - m)))
+        # Each residual's marginal under the joint posterior.
+        g = P / (P + R)
+        m_new[seen] = m + g * (y - z @ self.mu - m)
+        P_new[seen] = (1.0 - g) * P + g**2 * np.einsum("nd,de,ne->n", z, self.Sigma, z)
+        return m_new, P_new
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"shared_mu": self.mu.copy(), "shared_Sigma": self.Sigma.copy(), **self.design.state_dict()}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any], num_prompts: int) -> "SharedFactor":
+        """Checks a `state_dict()` whole (`ValueError` if it does not fit) and builds the factor from it."""
+        design = Design.from_state_dict(state, num_prompts)
+        mu = np.asarray(state["shared_mu"], dtype=np.float64)
+        Sigma = np.asarray(state["shared_Sigma"], dtype=np.float64)
+        D = design.dimension
+        if mu.shape != (D,) or Sigma.shape != (D, D) or not (np.isfinite(mu).all() and np.isfinite(Sigma).all()):
+            raise ValueError(f"state's shared_mu and shared_Sigma are not a finite {D}-dimensional belief.")
+        if not np.allclose(Sigma, Sigma.T) or np.linalg.eigvalsh(Sigma).min() < -1e-9:
+            raise ValueError("state's shared_Sigma is not a covariance (symmetric, positive semi-definite).")
+        factor = cls(design, 1.0)
+        factor.mu, factor.Sigma = mu, Sigma
+        return factor
