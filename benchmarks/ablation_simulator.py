@@ -18,7 +18,7 @@ import time
 import numpy as np
 from realcpu.environment import environment
 
-from trl_kgps.simulator import SCENARIOS, simulate
+from trl_kgps.simulator import LEVEL, SCENARIOS, simulate
 from trl_kgps.variants import VARIANTS
 
 
@@ -43,7 +43,8 @@ def main(argv=None) -> None:
                 score(simulate(method, SCENARIOS[scenario], STEPS.get(scenario, 300), seed))
                 for seed in range(args.seeds)
             ]
-            for method in methods
+            # The default sharing by level, where the scenario has levels (as trl-kgps train does with its data's).
+            for method in methods + (("kgps" + LEVEL,) if SCENARIOS[scenario].level_means else ())
         }
         for scenario in SCENARIOS
     }

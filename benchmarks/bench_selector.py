@@ -7,8 +7,8 @@ just rolled out, then `select` the next 256.
 
 **The default** (`KGPSConfig()`) draws the batch over the whole pool in proportion to score ** (1 / selection_temperature),
 exactly, by rejection (`_draw.whole_pool_draw`): it scores only the prompts it proposes, so its round costs
-O(B / acceptance + n D^2 + D^3) whatever N. It is timed with no feature (one factor shared by the pool) and with 35
-groups (MATH's 5 levels x 7 types). Its baseline, `whole-pool numpy`, is the same draw written plainly: score every
+O(B / acceptance + B D^2 + D^3) whatever N. It is timed with no feature (one factor shared by the pool) and with 35
+groups (one column of 35 values: D = 36). Its baseline, `whole-pool numpy`, is the same draw written plainly: score every
 prompt (Gauss–Hermite in float64, on its logit mean and variance, shared part included) and take the `B` largest
 `log(score) / temperature + Gumbel noise` over all `N` prompts.
 

@@ -2,7 +2,8 @@
 GRPO on MATH (the paper's mathematics task) with KGPS choosing the prompts of every generation batch. Rewards come
 from math-verify (`trl.rewards.accuracy_reward`: the last `\\boxed{}` of a completion against the solution's). Any
 dataset with `problem` and `solution` columns works (`--dataset_name`, a Hub name or a local directory); the default
-is DigitalLearningGmbH/MATH-lighteval. The paper's settings: Qwen3-0.6B, 8 rollouts per prompt, learning rate 1e-6,
+is DigitalLearningGmbH/MATH-lighteval. KGPS learns across the prompts that share MATH's `level` and `type` columns
+(`--feature_columns` names other columns of another dataset; `--shared_variance 0` shares nothing). The paper's settings: Qwen3-0.6B, 8 rollouts per prompt, learning rate 1e-6,
 completions of up to 4096 tokens (its 1024-token prompt limit has no flag: TRL 1.x does not truncate prompts).
 
 ARGS="--model_name_or_path Qwen/Qwen3-0.6B --output_dir grpo-math-Qwen3-0.6B --selector kgps \
@@ -87,7 +88,8 @@ def main(script_args, training_args, kgps_args, model_args):
 
 def make_parser() -> TrlParser:
     parser = TrlParser((KGPSScriptArguments, GRPOConfig, KGPSConfig, ModelConfig))
-    parser.set_defaults(dataset_name="DigitalLearningGmbH/MATH-lighteval")
+    # MATH's difficulty level (1-5) and subject (7 types): KGPS learns across the prompts that share them.
+    parser.set_defaults(dataset_name="DigitalLearningGmbH/MATH-lighteval", feature_columns=["level", "type"])
     return parser
 
 

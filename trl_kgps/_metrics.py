@@ -62,17 +62,20 @@ class RecentBatches:
 MAX_LOGGED_GROUPS = 20
 
 
-def group_metrics(shared, scored: "Scored") -> dict[str, float]:
+def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
     """
-    For a shared factor over at most `MAX_LOGGED_GROUPS` categorical groups: `kgps/group/<group>/predicted_success`
-    (what the shared part predicts for the group, after this batch) for every group, and
-    `kgps/group/<group>/observed_success` (the pooled `s / k` of this batch's prompts of the group) for the groups
-    the batch observed.
+    For a KGPS selector with a shared factor: `kgps/residual_prior` (the learnt prior variance of the residual of a
+    prompt not yet seen) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
+    `kgps/group/<group>/predicted_success` (what the shared part predicts for the group, after this batch) for every
+    group and `kgps/group/<group>/observed_success` (the pooled `s / k` of this batch's prompts of the group) for the
+    groups the batch observed.
     """
+    shared = selector.shared
+    metrics = {"kgps/residual_prior": selector.residual_prior}
     design = shared.design
     if design.kind != "categorical" or design.num_cells > MAX_LOGGED_GROUPS:
-        return {}
-    metrics = {
+        return metrics
+    metrics |= {
         f"kgps/group/{name}/predicted_success": float(p) for name, p in zip(design.names, shared.group_success())
     }
     cell = design.cell[scored.indices]

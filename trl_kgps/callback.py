@@ -30,7 +30,7 @@ from . import _state_file as state_file
 from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
 from ._features import read_features
-from ._metrics import RecentBatches, batch_metrics, group_metrics
+from ._metrics import RecentBatches, batch_metrics, shared_metrics
 from ._outcomes import SuccessRule
 from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
 from ._rounds import Rounds, Scored
@@ -94,9 +94,10 @@ class KGPSCallback(TrainerCallback):
     prompts observed at least once), `kgps/repeats` (share of the batch that was in the batch before it),
     `kgps/unique_prompts` (distinct prompts over the last epoch's worth of batches: a selector that locks onto a few
     prompts shows it here), `kgps/lag` (batches awaiting rewards when this one was chosen), `kgps/select_ms`; per
-    optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied). With `feature_columns` of at most 20
-    groups, per group: `kgps/group/<group>/predicted_success` and, when the batch holds the group,
-    `kgps/group/<group>/observed_success`.
+    optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied). With the shared factor (the default):
+    `kgps/residual_prior` (the learnt prior variance of an unseen prompt's residual: it grows when first outcomes
+    show the filter overconfident) and, with `feature_columns` of at most 20 groups, per group
+    `kgps/group/<group>/predicted_success` and, when the batch holds the group, `kgps/group/<group>/observed_success`.
 
     After training, `difficulty_table()` gives each prompt's predicted success, variance and selection count, and
     `KGPSSelector.from_pretrained(output_dir_or_repo_id)` restores the selector the run saved.
@@ -339,7 +340,7 @@ class KGPSCallback(TrainerCallback):
             self._warned_no_rewards = True
         metrics = batch_metrics(scored, self._recent, self.rounds.coverage, getattr(self.selector, "last_nis", None))
         if getattr(self.selector, "shared", None) is not None:
-            metrics.update(group_metrics(self.selector.shared, scored))
+            metrics.update(shared_metrics(self.selector, scored))
         self._log(metrics)
 
     # Process noise ---------------------------------------------------------------------------------------------
@@ -433,10 +434,10 @@ def _check_same_method(state: dict[str, Any], selector: "PromptSelector") -> Non
     differ = sorted(name for name in current if name not in _RESUMABLE_FIELDS and saved.get(name) != current[name])
     if differ:
         changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
-        hint = (
-            "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
-            "method was the paper's"
-            if state.get("version") == 1
-            else "pass the KGPSConfig it was saved with"
-        )
+        hint = {
+            1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
+            "method was the paper's",
+            2: "pass KGPSCallback(VARIANTS['kgps_per_prompt']) (from trl_kgps.variants): its state version 2 was "
+            "written by trl-kgps 0.2, whose default was that per-prompt filter",
+        }.get(state.get("version"), "pass the KGPSConfig it was saved with")
         raise ValueError(f"it was saved with {changes}, and resuming with another method would mix two: {hint}")

@@ -38,6 +38,7 @@ their mean success is the held-out accuracy (`Trace.heldout`). `schedule="linear
 linearly to 0, as TRL's default scheduler does.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -116,6 +117,8 @@ SCENARIOS = {
 }
 
 METHODS = (*VARIANTS, *(name for name in SELECTORS if name != "kgps"), "ds", "oracle", "oracle_greedy")
+# A KGPS variant named with this suffix (`kgps:level`) shares across prompts by their level, in scenarios with levels.
+LEVEL = ":level"
 
 
 @dataclass
@@ -174,17 +177,28 @@ class _Oracle:
         pass
 
 
-def _selector(method: str, num_prompts: int, seed: int):
+def _config(method: str):
+    """The `KGPSConfig` of `method` (`feature_columns=["level"]` for a `:level` one), or `None` for the others."""
+    if method.endswith(LEVEL):
+        return dataclasses.replace(VARIANTS[method.removesuffix(LEVEL)], feature_columns=["level"])
+    return VARIANTS.get(method)
+
+
+def _selector(method: str, num_prompts: int, seed: int, level: np.ndarray | None = None):
     """DS draws its candidates in TRL's order: a uniform selector."""
-    if method in VARIANTS:
-        return build_selector("kgps", num_prompts, VARIANTS[method], seed)
+    config = _config(method)
+    if config is not None:
+        features = {"level": level} if config.feature_columns == ["level"] else None
+        return build_selector("kgps", num_prompts, config, seed, features)
     return build_selector("uniform" if method == "ds" else method, num_prompts, seed=seed)
 
 
 def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trace:
     """Runs `method` (one of `METHODS`) for `steps` steps after the warmup epoch's length; returns its `Trace`."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if method not in METHODS and not (method.endswith(LEVEL) and method.removesuffix(LEVEL) in VARIANTS):
+        raise ValueError(f"method must be one of {METHODS}, or a KGPS variant with {LEVEL!r}, got {method!r}.")
+    if method.endswith(LEVEL) and not scenario.level_means:
+        raise ValueError(f"{method!r} shares by level, but scenario {scenario.name!r} has no levels (level_means).")
     world = np.random.default_rng([seed, 1])  # the policy and the rollouts: identical across methods
     B, k = scenario.batch_size, scenario.rollouts
     if scenario.level_means:
@@ -197,11 +211,11 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
     oracle = method.startswith("oracle")
     # The oracles, and KGPS configured without a warmup, select from the first step.
-    no_warmup = oracle or (method in VARIANTS and VARIANTS[method].warmup_epochs == 0)
+    no_warmup = oracle or (_config(method) is not None and _config(method).warmup_epochs == 0)
     if oracle:
         selector = _Oracle(psi, k, seed, greedy=method == "oracle_greedy")
     else:
-        selector = _selector(method, scenario.num_prompts, seed)
+        selector = _selector(method, scenario.num_prompts, seed, level if scenario.level_means else None)
     warmup = scenario.num_prompts // B
     total = warmup + steps
     trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)

@@ -9,7 +9,8 @@ dataset with `prompt` and `solution` columns trains instead, rewarded by `trl.re
 
 It takes TRL's flags (`GRPOConfig`, `ModelConfig`), KGPS's (`KGPSConfig`) and `--selector`, and writes into
 `--output_dir` the model, `kgps_state.npz`, the model card (`README.md`, with a KGPS section), `kgps_summary.json`
-and `kgps_difficulty.png`.
+and `kgps_difficulty.png`. A dataset with a `level` column (the built-in one has it) shares what KGPS learns across
+the prompts of each level, unless `--feature_columns` names other columns (`--shared_variance 0`: nothing shared).
 
 ```bash
 trl-kgps train                                   # the demo: about 2 minutes on 2 CPU cores
@@ -18,6 +19,7 @@ trl-kgps train --max_steps 600 --num_prompts 1024 --gamma 1.0
 ```
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -173,6 +175,10 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
         eval_dataset, reward = None, accuracy_reward
 
     before = _accuracy(model, tokenizer, eval_dataset, script_args, training_args)
+    if kgps_args.feature_columns is None and kgps_args.shared_variance > 0 and "level" in train_dataset.column_names:
+        # Its data's difficulty level: what KGPS shares across prompts, unless --feature_columns names others
+        # (--shared_variance 0 shares nothing).
+        kgps_args = dataclasses.replace(kgps_args, feature_columns=["level"])
     kgps = KGPSCallback(kgps_args, selector=script_args.selector)
     trace = DifficultyTrace(kgps)
     trainer = GRPOTrainer(

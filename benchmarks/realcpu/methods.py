@@ -36,6 +36,9 @@ BASELINE = "uniform"
 # A KGPS configuration named with this suffix reads the dataset's `level` column (`feature_columns=["level"]`), as
 # `trl-kgps train` does; the suite's `kgps` is the default with it, `kgps_global` the default without any column.
 LEVEL = ":level"
+# ... and with this suffix, the warm-start policy's own prompt embeddings (`policy_embeddings`), as a user without a
+# feature column could compute them.
+EMBEDDING = ":embedding"
 
 
 def known(method: str) -> bool:
@@ -43,7 +46,7 @@ def known(method: str) -> bool:
     A library selector, a variant (with `:level` it learns from the dataset's `level` column), `ds`, or an oracle
     with an optional refresh period (`oracle_level@10`).
     """
-    method = method.removesuffix(LEVEL)
+    method = method.removesuffix(LEVEL).removesuffix(EMBEDDING)
     name, at, refresh = method.partition("@")
     if name in ORACLES:
         return not at or (refresh.isdigit() and int(refresh) > 0)
@@ -194,6 +197,22 @@ class DynamicSampling(_BenchmarkSelector):
         return self.last.copy() if indices is None else self.last[np.asarray(indices)]
 
 
+def policy_embeddings(model, tokenizer, prompts, batch_size: int = 256) -> np.ndarray:
+    """Each prompt's mean last-layer hidden state under `model`, shape `(N, hidden)`, float32."""
+    import torch
+
+    rows = []
+    with torch.no_grad():
+        for start in range(0, len(prompts), batch_size):
+            encoded = tokenizer(
+                list(prompts[start : start + batch_size]), return_tensors="pt", padding=True, add_special_tokens=False
+            )
+            hidden = model(**encoded, output_hidden_states=True).hidden_states[-1]
+            mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            rows.append(((hidden * mask).sum(1) / mask.sum(1)).float().numpy())
+    return np.concatenate(rows)
+
+
 def build(method: str, setting, model, seed: int):
     """
     `(selector, config)` for `KGPSCallback(config, selector=selector)`: a library name or a benchmark-only selector
@@ -204,8 +223,9 @@ def build(method: str, setting, model, seed: int):
         method = "kgps" + LEVEL
     if method == "kgps_global":
         method = "kgps"
-    if method.endswith(LEVEL) and method.removesuffix(LEVEL) in VARIANTS:
-        return "kgps", dataclasses.replace(VARIANTS[method.removesuffix(LEVEL)], feature_columns=["level"])
+    for suffix, column in ((LEVEL, "level"), (EMBEDDING, "embedding")):
+        if method.endswith(suffix) and method.removesuffix(suffix) in VARIANTS:
+            return "kgps", dataclasses.replace(VARIANTS[method.removesuffix(suffix)], feature_columns=[column])
     if method in VARIANTS:
         return "kgps", VARIANTS[method]
     if method == "ds":

@@ -55,6 +55,10 @@ def run(setting, method: str, seed: int) -> dict:
     regime = setting.regime
     model = copy.deepcopy(setting.model)
     selector, config = methods.build(method, setting, model, seed)
+    train = setting.train
+    if getattr(config, "feature_columns", None) == ["embedding"]:  # the warm start's own prompt embeddings
+        embeddings = methods.policy_embeddings(model, setting.tokenizer, train["prompt"])
+        train = train.add_column("embedding", embeddings.tolist())
     kgps = KGPSCallback(config, selector=selector)
     snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _ds_extra(method, kgps))
     args = GRPOConfig(
@@ -74,7 +78,7 @@ def run(setting, method: str, seed: int) -> dict:
         model=model,
         reward_funcs=setting.reward,
         args=args,
-        train_dataset=setting.train,
+        train_dataset=train,
         processing_class=setting.tokenizer,
         callbacks=[kgps, snapshots],
     )

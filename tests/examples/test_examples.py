@@ -103,6 +103,16 @@ def test_arguments(load_example, script, dataset_name):
     assert model_args.use_peft and model_args.lora_target_modules == ["q_proj", "v_proj"]
 
 
+def test_math_shares_across_its_level_and_type_columns(load_example):
+    parser = load_example("grpo_math.py")["make_parser"]()
+    _, _, kgps_args, _ = parser.parse_args_and_config(["--output_dir", "out", "--use_cpu", "true"])
+    assert kgps_args.feature_columns == ["level", "type"]
+    _, _, kgps_args, _ = parser.parse_args_and_config(
+        ["--output_dir", "out", "--use_cpu", "true", "--feature_columns", "source"]
+    )
+    assert kgps_args.feature_columns == ["source"]
+
+
 def test_unknown_selector_is_refused(load_example, capsys):
     parser = load_example("grpo_math.py")["make_parser"]()
     with pytest.raises(SystemExit):

@@ -8,11 +8,13 @@ import pytest
 from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
 
 from trl_kgps import KGPSCallback, KGPSConfig
+from trl_kgps.variants import VARIANTS
 
 
 trl = pytest.importorskip("trl")
 
 OLD_RUN = Path(__file__).parents[1] / "data" / "trl_kgps_0.1_run"
+RUN_0_2 = Path(__file__).parents[1] / "data" / "trl_kgps_0.2_run"
 PAPER = KGPSConfig.paper()
 
 # (prompts, trainer arguments): lag 1 with two prompts a batch, lag 0 with four prompts a batch spanning two steps.
@@ -85,6 +87,18 @@ def test_a_checkpoint_written_by_trl_kgps_0_1_resumes_exactly_with_the_paper_pre
 def test_a_checkpoint_written_by_trl_kgps_0_1_is_refused_with_the_default_naming_the_preset(tmp_path, tokenizer):
     shutil.copytree(OLD_RUN / "checkpoint-4", tmp_path / "checkpoint-4")
     with pytest.raises(ValueError, match=r"KGPSConfig\.paper\(\).*state version 1"):
+        run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+
+
+def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_prompt_default(tmp_path, tokenizer):
+    shutil.copytree(RUN_0_2 / "checkpoint-4", tmp_path / "checkpoint-4")
+    per_prompt = VARIANTS["kgps_per_prompt"]
+    resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), config=per_prompt)
+    with np.load(RUN_0_2 / "straight.npz") as straight:
+        assert resumed.batches == straight["batches"][-len(resumed.batches) :].tolist()
+        np.testing.assert_array_equal(resumed.selector.mean, straight["mean"])
+        np.testing.assert_array_equal(resumed.selector.variance, straight["variance"])
+    with pytest.raises(ValueError, match=r"shared_variance=0\.0 \(this run: 1\.0\).*VARIANTS\['kgps_per_prompt'\]"):
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
 
 

@@ -1,7 +1,8 @@
 r"""
-The KGPS estimator: one Gaussian filter per prompt over the logit of its success rate, and a batch chosen by the
-posterior-expected utility — drawn among random candidates (the default) or the exact top-B over all prompts (the
-paper). Framework-free (numpy only) and vectorised over all prompts.
+The KGPS estimator: the paper's Gaussian filter per prompt over the logit of its success rate, with the default's
+named departures — a factor shared across prompts (`shared.py`), the exact binomial update, and a batch drawn over
+the whole pool in proportion to the posterior-expected utility instead of the paper's exact top-B. Framework-free
+(numpy only) and vectorised over all prompts.
 """
 
 import dataclasses
@@ -33,6 +34,8 @@ STATE_VERSION = 3
 # The calibrated gamma stays within this factor of the configured one.
 _MAX_GAMMA_SCALE = 1e3
 _DEFAULT_GROUP_SIZE = 8
+# The learnt residual prior stays within [initial_variance / 1e3, initial_variance * 100].
+_MAX_RESIDUAL_PRIOR_SCALE = 100.0
 # The shared variance offset is folded into the stored variances once it reaches this, which keeps the float32
 # absolute error of every variance below 2^-25 (3e-8).
 _MAX_VARIANCE_OFFSET = 0.25
@@ -54,14 +57,16 @@ class KGPSSelector(FromPretrainedMixin):
     Kalman-Guided Prompt Selection over a pool of `num_prompts` prompts.
 
     Each prompt \\(i\\) has a Gaussian belief \\(\psi_i \sim \mathcal{N}(m_i, P_i)\\) over the logit of its success
-    rate \\(\phi_i = \sigma(\psi_i)\\). One selection round is:
+    rate \\(\phi_i = \sigma(\psi_i)\\); by default (`shared_variance > 0`) that belief is a shared part
+    \\(z_i^T \beta\\), from the prompt's `features`, plus its own residual (`shared.SharedFactor`). One selection round is:
 
     1. `predict(delta_norm)`: \\(P_i \mathrel{+}= Q\\) for every prompt, \\(Q = \gamma \lVert \Delta\theta
-       \rVert_2^p\\) (summed over the optimizer steps since the last round);
+       \rVert_2^p\\) (summed over the optimizer steps since the last round), split between the shared part and the
+       residuals;
     2. `update(indices, successes, trials)`: the prompts that were rolled out — by default the exact binomial
-       posterior, moment-matched to a Gaussian; with `KGPSConfig.paper()` the paper's Kalman update on
-       \\(\mathrm{logit}(s/k)\\);
-    3. `select(B)`: by default `B` of `candidates * B` random prompts, drawn without replacement in proportion to
+       posterior, moment-matched to a Gaussian, which also moves the shared part; with `KGPSConfig.paper()` the
+       paper's Kalman update on \\(\mathrm{logit}(s/k)\\);
+    3. `select(B)`: by default `B` prompts of the whole pool drawn without replacement in proportion to
        \\(A_i^{1/T}\\); with the paper's config the `B` prompts of largest \\(A_i\\), where
        \\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\).
 
@@ -74,10 +79,14 @@ class KGPSSelector(FromPretrainedMixin):
         config (`KGPSConfig`, *optional*): hyperparameters; `KGPSConfig()` (the measured default) if omitted,
             `KGPSConfig.paper()` for the paper's method.
         seed (`int`, *optional*, defaults to `0`): seeds the generator of the draws (and of ties between scores).
+        features (*optional*): what the prompts share (`shared.design`): a dict from names (e.g. dataset columns)
+            to one label per prompt, or to one embedding per prompt; `None` shares one factor by the whole pool.
+            `KGPSCallback` reads them from the train dataset's `config.feature_columns`.
 
     Attributes:
-        mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\).
-        variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array).
+        mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\) (shared part included).
+        variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array; shared part included).
+        shared (`SharedFactor` or `None`): the factor shared across prompts.
         gamma (`float`): the process-noise scale in use (calibrated online when `process_noise_adaptation > 0`).
         last_nis (`float`): the normalized innovation squared of the latest `update`, averaged over its prompts.
 
@@ -154,6 +163,11 @@ class KGPSSelector(FromPretrainedMixin):
     def shared(self) -> "SharedFactor | None":
         """The factor shared across prompts (`config.shared_variance > 0`), or `None` (one filter per prompt)."""
         return self._shared
+
+    @property
+    def residual_prior(self) -> float:
+        r"""\\(\tau^2\\): the residual prior variance of a prompt not yet observed (`residual_adaptation` learns it)."""
+        return self.config.initial_variance + self._unseen_extra
 
     def _moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each of `indices`' logit mean and variance, float64 of shape `(n,)`: residual plus shared part."""
@@ -302,10 +316,10 @@ class KGPSSelector(FromPretrainedMixin):
         if self.config.residual_adaptation > 0 and first.any():
             # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the
             # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less.
-            tau2 = self.config.initial_variance + self._unseen_extra
-            tau2 *= math.exp(self.config.residual_adaptation * (float(np.mean(nis[first])) - 1.0))
-            tau2 = min(max(tau2, self.config.initial_variance / _MAX_GAMMA_SCALE), self.config.initial_variance * 100)
-            self._unseen_extra = tau2 - self.config.initial_variance
+            nis_first = float(np.mean(nis[first]))
+            tau2 = self.residual_prior * math.exp(self.config.residual_adaptation * (nis_first - 1.0))
+            P0 = self.config.initial_variance
+            self._unseen_extra = min(max(tau2, P0 / _MAX_GAMMA_SCALE), _MAX_RESIDUAL_PRIOR_SCALE * P0) - P0
 
     def _adapt_gamma(self) -> None:
         if self.config.process_noise_adaptation > 0:

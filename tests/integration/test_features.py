@@ -1,0 +1,105 @@
+"""Feature columns in a real GRPOTrainer run: read by index, resumed exactly, reported, refused when bad."""
+
+import numpy as np
+import pytest
+from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
+
+from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table
+
+
+trl = pytest.importorskip("trl")
+
+LEVEL = KGPSConfig(feature_columns=["level"])
+
+
+def dataset(num_prompts=12, level=None):
+    rows = prompt_dataset(num_prompts)
+    return rows.add_column("level", level if level is not None else [f"L{i % 3}" for i in range(num_prompts)])
+
+
+def run(tmp_path, tokenizer, rows, config=LEVEL, stop_at=None, resume=None):
+    kgps = SpyKGPS(config)
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=StepReward(),
+        args=trainer_args(tmp_path, max_steps=8, save_strategy="steps", save_steps=4, per_device_train_batch_size=8),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps] + ([StopAt(stop_at)] if stop_at else []),
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, kgps
+
+
+def test_a_run_sharing_by_level_resumes_exactly_and_reports_its_groups(tmp_path, tokenizer):
+    rows = dataset()
+    straight_trainer, straight = run(tmp_path / "straight", tokenizer, rows)
+    run(tmp_path / "split", tokenizer, rows, stop_at=4)
+    _, second = run(tmp_path / "split", tokenizer, rows, resume=str(tmp_path / "split" / "checkpoint-4"))
+
+    selector = straight.selector
+    assert selector.shared.design.names == ["level=L0", "level=L1", "level=L2"]
+    assert second.batches == straight.batches[len(straight.batches) - len(second.batches) :]
+    for name, value in straight.selector.state_dict().items():
+        np.testing.assert_equal(second.selector.state_dict()[name], value, err_msg=name)
+
+    # The group of each prompt, read by its dataset index: prompt i is in level i % 3.
+    np.testing.assert_array_equal(selector.shared.design.cell, np.arange(12) % 3)
+    logged = {key for record in straight_trainer.state.log_history for key in record}
+    assert {f"kgps/group/level=L{j}/predicted_success" for j in range(3)} | {"kgps/residual_prior"} <= logged
+    assert any(key.endswith("/observed_success") for key in logged)
+
+    table = straight.difficulty_table()
+    assert table["group"] == [f"level=L{i % 3}" for i in range(12)]
+    np.testing.assert_allclose(table["group_predicted_success"], selector.shared.group_success()[np.arange(12) % 3])
+    shared_logit = np.log(
+        np.array(table["group_predicted_success"]) / (1 - np.array(table["group_predicted_success"]))
+    )
+    np.testing.assert_allclose(
+        np.array(table["own_logit"]) + shared_logit, selector.mean, rtol=1e-5, atol=1e-5
+    )  # own residual plus the group's part is the prompt's logit
+
+    # What the run saved comes back whole, its groups included.
+    straight_trainer.save_model()
+    restored = KGPSSelector.from_pretrained(str(tmp_path / "straight"))
+    np.testing.assert_array_equal(restored.predicted_success(), selector.predicted_success())
+    assert difficulty_table(str(tmp_path / "straight"))["group"] == table["group"]
+    straight_trainer.create_model_card()
+    card = (tmp_path / "straight" / "README.md").read_text()
+    assert "- shared across prompts: the feature columns `level`, 3 groups" in card
+    assert "| level=L0 | 4 |" in card
+
+
+@pytest.mark.parametrize(
+    "rows, config, message",
+    [
+        (
+            dataset(),
+            KGPSConfig(feature_columns=["type"]),
+            r"feature_columns names \['type'\], which the train dataset",
+        ),
+        (dataset(level=[1.0] * 11 + [float("nan")]), LEVEL, r"feature 'level' is NaN or infinite at prompt 11"),
+        (dataset(level=[[1.0, 2.0]] * 11 + [[1.0]]), LEVEL, r"feature column 'level' holds vectors"),
+    ],
+    ids=["missing", "nan", "ragged"],
+)
+def test_a_bad_feature_column_is_refused_before_training_starts(tmp_path, tokenizer, rows, config, message):
+    kgps = SpyKGPS(config)
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=StepReward(),
+        args=trainer_args(tmp_path, max_steps=4, per_device_train_batch_size=8),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(ValueError, match=message):
+        trainer.train()
+    assert trainer.state.global_step == 0 and kgps.batches == []
+
+
+def test_resuming_with_other_feature_values_is_refused(tmp_path, tokenizer):
+    run(tmp_path, tokenizer, dataset(), stop_at=4)
+    other = dataset(level=[f"L{i % 2}" for i in range(12)])
+    with pytest.raises(ValueError, match=r"other prompt features than this selector's"):
+        run(tmp_path, tokenizer, other, resume=str(tmp_path / "checkpoint-4"))
