@@ -327,7 +327,7 @@ class KGPSConfig:
             ):
                 raise ValueError(
                     f"feature_columns must be distinct column names of the train dataset, got "
-                    f"{self.feature_columns!r}: e.g. ['level', 'type'], or None for one factor shared by all prompts."
+                    f"{self.feature_columns!r}: use e.g. ['level', 'type'], or None for one factor shared by all prompts."
                 )
             self.feature_columns = list(columns)
         _check_real(

@@ -320,11 +320,18 @@ def _format(summary: dict, output_dir: str, plotted: bool) -> str:
     if before is not None:
         lines.append("held-out accuracy (sampled):")
         lines += [f"  {key:<8} {before[key]:.3f} -> {after[key]:.3f}" for key in before]
-    metrics = summary["kgps"]
-    lines.append(
-        "last KGPS metrics: "
-        + ", ".join(f"{key[5:] if key.startswith('kgps/') else key} {value:g}" for key, value in metrics.items())
-    )
+    metrics = {key.removeprefix("kgps/"): value for key, value in summary["kgps"].items()}
+    groups: dict[str, dict[str, float]] = {}
+    for key in [key for key in metrics if key.startswith("group/")]:
+        group, _, name = key.removeprefix("group/").rpartition("/")
+        groups.setdefault(group, {})[name.removesuffix("_success")] = metrics.pop(key)
+    lines.append("last KGPS metrics: " + ", ".join(f"{key} {value:g}" for key, value in metrics.items()))
+    if groups:
+        lines.append("success by group, last logged (predicted by the shared part / observed):")
+        lines += [
+            f"  {group:<8} {values.get('predicted', float('nan')):.3f} / {values.get('observed', float('nan')):.3f}"
+            for group, values in groups.items()
+        ]
     files = ["the model", "kgps_state.npz", "README.md", "kgps_summary.json"] + ["kgps_difficulty.png"] * plotted
     lines.append(f"wrote {', '.join(files[:-1])} and {files[-1]} to {output_dir}")
     return "\n".join(lines)

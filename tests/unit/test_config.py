@@ -35,6 +35,15 @@ def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
     }
 
 
+def test_feature_columns_take_one_name_or_a_list_and_need_a_shared_part():
+    assert KGPSConfig(feature_columns="level").feature_columns == ["level"]
+    assert KGPSConfig(feature_columns=("level", "type")).feature_columns == ["level", "type"]
+    with pytest.raises(ValueError, match=r"shared_variance > 0 \(it is 0\).*Set shared_variance=1.0"):
+        KGPSConfig(feature_columns=["level"], shared_variance=0.0)
+    with pytest.raises(ValueError, match=r"observation='logit'.*Set shared_variance=0"):
+        KGPSConfig(observation="logit")
+
+
 def test_every_field_has_help_text():
     for f in dataclasses.fields(KGPSConfig):
         assert len(f.metadata.get("help", "")) > 20, f.name
@@ -69,6 +78,12 @@ def test_every_field_has_help_text():
         ("success_threshold", float("nan")),
         ("delta_norm_sample", 0.0),
         ("delta_norm_sample", 1.5),
+        ("feature_columns", []),
+        ("feature_columns", ["level", "level"]),
+        ("feature_columns", ["level", 3]),
+        ("shared_variance", -1.0),
+        ("shared_noise_share", 1.5),
+        ("residual_adaptation", -0.05),
     ],
 )
 def test_bad_values_name_the_field_the_value_and_a_fix(field, value):

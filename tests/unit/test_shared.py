@@ -189,3 +189,58 @@ def test_the_residual_prior_follows_how_far_prompts_spread_around_their_group(sp
     rest = np.arange(2000, N)
     selector.update(rest, rng.binomial(8, 1 / (1 + np.exp(-psi[rest]))), np.full(rest.size, 8))
     assert selector.last_nis == pytest.approx(1.0, abs=0.25)
+
+
+@pytest.mark.parametrize(
+    "features",
+    [
+        None,
+        {"level": np.arange(30) % 4, "type": ["a", "b", "c"] * 10},
+        {"e": np.random.default_rng(1).normal(size=(30, 5))},
+    ],
+    ids=["global", "categorical", "embedding"],
+)
+def test_a_shared_state_round_trips_through_the_state_file(tmp_path, features):
+    from trl_kgps import _state_file as state_file
+
+    selector = KGPSSelector(30, KGPSConfig(), seed=2, features=features)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        batch = selector.select(5)
+        selector.predict(0.1)
+        selector.update(batch, rng.binomial(8, 0.3, 5), np.full(5, 8))
+    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
+    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
+    restored = KGPSSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
+    np.testing.assert_array_equal(restored.predicted_success(), selector.predicted_success())
+    np.testing.assert_array_equal(restored.select(5), selector.select(5))
+    assert restored.shared.design.kind == selector.shared.design.kind
+
+
+def test_the_card_and_the_metrics_say_what_was_shared():
+    from trl_kgps._metrics import shared_metrics
+    from trl_kgps._report import card_section
+    from trl_kgps._rounds import Pending, Scored
+
+    def card(selector):
+        return card_section(
+            selector, selector.config, batches_chosen=1, warmup_batches=0, observed=1, metrics={}, location="out"
+        )
+
+    level = np.array(["easy", "hard"] * 5)
+    by_level = KGPSSelector(10, KGPSConfig(feature_columns=["level"]), features={"level": level})
+    by_level.update([0, 1, 2], [8, 0, 7], [8, 8, 8])
+    text = card(by_level)
+    assert "- shared across prompts: the feature columns `level`, 2 groups" in text
+    easy, hard = by_level.shared.group_success()
+    assert f"| level=easy | 5 | {easy:.3f} |" in text and f"| level=hard | 5 | {hard:.3f} |" in text and easy > hard
+    assert "one factor for the whole pool" in card(KGPSSelector(10))
+    assert "nothing (one independent filter per prompt)" in card(KGPSSelector(10, KGPSConfig.paper()))
+
+    chosen = Pending(indices=np.array([0, 1, 2]), predicted=np.full(3, 0.5), lag=0, select_seconds=None)
+    scored = Scored(chosen, successes=np.array([8, 0, 7]), trials=np.array([8, 8, 8]), warmup=False, skipped=0)
+    metrics = shared_metrics(by_level, scored)
+    assert metrics["kgps/residual_prior"] == by_level.residual_prior
+    assert metrics["kgps/group/level=easy/observed_success"] == pytest.approx(15 / 16)
+    assert metrics["kgps/group/level=hard/observed_success"] == 0.0
+    assert metrics["kgps/group/level=easy/predicted_success"] == pytest.approx(easy)

@@ -67,7 +67,7 @@ class Design:
     Attributes:
         rows (`np.ndarray` of shape `(C, D)`, float64): the distinct rows, each of unit norm.
         cell (`np.ndarray` of shape `(N,)`, int64): each prompt's row.
-        names (`list[str]` of length `C`): a readable name per row (`"level=3"`, `"all"`, `"embedding: prompt 17"`).
+        names (`list[str]`): a readable name per row (`"level=3"`, `"all"`); empty for an embedding (a row per prompt).
         kind (`str`): `"global"` (no feature), `"categorical"` (a row per combination of labels: the prompts'
             groups) or `"embedding"` (a row per prompt).
     """
@@ -108,7 +108,7 @@ class Design:
             or not np.isfinite(rows).all()
             or cell.shape != (num_prompts,)
             or cell.dtype.kind not in "iu"
-            or len(names) != rows.shape[0]
+            or len(names) != (0 if kind == "embedding" else rows.shape[0])
             or (cell.size and (cell.min() < 0 or cell.max() >= rows.shape[0]))
         ):
             raise ValueError("state's shared_rows, shared_cell and shared_names do not fit together; it is corrupted.")
@@ -151,10 +151,6 @@ def design(num_prompts: int, features: Any = None) -> Design:
     if embeddings:
         return _embedding_design(*columns[0])
     return _categorical_design(columns)
-
-
-def _is_sequence(value) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray)) and not isinstance(value, str)
 
 
 def _as_feature(name: str, values, num_prompts: int) -> np.ndarray:
@@ -241,8 +237,7 @@ def _embedding_design(name: str, x: np.ndarray) -> Design:
     x = np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
     rows = np.hstack([np.ones((x.shape[0], 1)), x]) / np.sqrt(2.0)
     rows[norms[:, 0] == 0] = np.eye(1, rows.shape[1])  # a prompt whose embedding is the mean: the intercept alone
-    names = [f"{name}: prompt {i}" for i in range(x.shape[0])]
-    return Design(rows, np.arange(x.shape[0], dtype=np.int64), names, "embedding")
+    return Design(rows, np.arange(x.shape[0], dtype=np.int64), [], "embedding")
 
 
 def pseudo_observations(
