@@ -92,8 +92,8 @@ def test_over_a_run_the_mean_field_filter_stays_close_to_the_exact_joint_filter(
     # rates: the factorised filter against the dense one fed the same outcomes (both moment-match each outcome from
     # its marginal; what differs is the mean field alone). Measured: a mean gap of 0.09-0.15 logits (0.75 at worst,
     # on a prompt observed while its level was still uncertain), variances 0.92-2.6 times the exact ones (1.0-1.4 after
-    # 60 rounds), and an
-    # error against the true logits within 9 % of the exact filter's. docs/algorithm.md quotes these figures.
+    # 60 rounds), and an error against the true logits within 9 % of the exact filter's. docs/algorithm.md quotes
+    # these figures.
     rng = np.random.default_rng(0)
     level, rows = _pool()
     N = level.size

@@ -91,7 +91,7 @@ class Design:
     def state_dict(self) -> dict[str, Any]:
         return {
             "shared_rows": self.rows.copy(),
-            "shared_cell": self.cell.copy(),
+            "shared_cell": self.cell.astype(np.int32),  # 4 bytes a prompt in the state file
             "shared_names": np.array(self.names),
             "shared_kind": self.kind,
         }
