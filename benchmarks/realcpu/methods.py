@@ -1,7 +1,9 @@
 """
-Every method the testbed compares, by name: the library's selectors (`uniform`, `kgps` the default, `kgps_paper`,
-`mopps`, `greso`, and every configuration in `trl_kgps.variants.VARIANTS`), and benchmark-only ones that know what
-no real selector can:
+Every method the testbed compares, by name: the library's selectors (`uniform`, `kgps` the default reading the
+dataset's `level` column as `trl-kgps train` does, `kgps_global` the default with no column, `kgps_per_prompt` the
+per-prompt default of trl-kgps 0.2, `kgps_paper`, `mopps`, `greso`, and every configuration in
+`trl_kgps.variants.VARIANTS`, alone or with `:level` or `:embedding` as its feature), and benchmark-only ones that
+know what no real selector can:
 
 - `oracle`: every training prompt's current true success `p`, re-measured before every batch;
 - `oracle@25`, `oracle@100`: the same truth, re-measured only every 25 or 100 batches (what staleness costs; any
@@ -27,7 +29,7 @@ from trl_kgps.variants import VARIANTS
 
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
 SUITE = (
-    "uniform", "kgps", "kgps_global", "kgps_per_prompt", "mopps", "greso",
+    "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso",
     "oracle", "oracle@25", "oracle@100", "oracle_level",
 )  # fmt: skip
 OTHERS = ("kgps_paper", "oracle_greedy", "ds")
