@@ -126,13 +126,13 @@ def whole_pool_draw(
 ) -> np.ndarray:
     r"""
     `batch_size` distinct prompts of `0 .. num_prompts - 1`, none of `excluded` (sorted, unique), drawn without
-    replacement with probabilities proportional to \(w_i = \mathrm{score}_i^{1/T}\): each next prompt \(i\) with
-    probability \(w_i / \sum_{j 	ext{ left}} w_j\) — the distribution of `draw(all prompts, ..., "sample")`.
+    replacement with probabilities proportional to \\(w_i = \mathrm{score}_i^{1/T}\\): each next prompt \\(i\\) with
+    probability \\(w_i / \sum_{j \text{ left}} w_j\\) — the distribution of `draw(all prompts, ..., "sample")`.
 
-    By rejection: a proposal \(i\), uniform over the pool, is accepted with probability \(w_i / w_{\max}\),
-    \(w_{\max} = \mathrm{bound}^{1/T} \ge w_i\), and proposals already chosen or excluded are rejected. Each accepted
-    proposal is then distributed as \(w_i / \sum_{j 	ext{ left}} w_j\), whatever came before, so the successive
-    acceptances are the sequential draw itself. It costs `score` on \(B\, w_{\max} / ar w\) prompts on average;
+    By rejection: a proposal \\(i\\), uniform over the pool, is accepted with probability \\(w_i / w_{\max}\\),
+    \\(w_{\max} = \mathrm{bound}^{1/T} \ge w_i\\), and proposals already chosen or excluded are rejected. Each accepted
+    proposal is then distributed as \\(w_i / \sum_{j \text{ left}} w_j\\), whatever came before, so the successive
+    acceptances are the sequential draw itself. It costs `score` on \\(B\, w_{\max} / \bar w\\) prompts on average;
     once it has proposed `N / 4` of them without finishing (a pool of near-zero scores), it draws the rest of the
     batch exactly over the whole pool at once (Gumbel top-k on the prompts left). Prompts of score 0 come last, in
     random order, as in `draw`.

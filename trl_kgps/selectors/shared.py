@@ -290,7 +290,7 @@ class SharedFactor:
 
     def group_success(self) -> np.ndarray:
         r"""
-        Per distinct row (a group, for categorical features), shape `(C,)`: \(\sigma(z^T \mu)\), the success rate
+        Per distinct row (a group, for categorical features), shape `(C,)`: \\(\sigma(z^T \mu)\\), the success rate
         the shared part predicts for a prompt of the group with no evidence of its own.
         """
         return 1.0 / (1.0 + np.exp(-self.cell_moments()[0]))
