@@ -173,3 +173,13 @@ def test_plot_helpers_by_hand():
     np.testing.assert_allclose(moving_average([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
     np.testing.assert_allclose(moving_average([5, 1, 3], 10), [5, 3, 3])
     assert [compact_number(v) for v in (950, 25000, 1_500_000, 0)] == ["950", "25k", "1.5M", "0"]
+
+
+def test_a_variant_shares_by_level_only_where_the_scenario_has_levels():
+    import dataclasses
+
+    cpu = dataclasses.replace(SCENARIOS["cpu"], num_prompts=64, heldout_prompts=8)
+    by_level, alone = simulate("kgps:level", cpu, steps=20, seed=0), simulate("kgps", cpu, steps=20, seed=0)
+    assert len(by_level.heldout) == len(alone.heldout) and by_level.heldout != alone.heldout  # other selections
+    with pytest.raises(ValueError, match=r"'kgps:level' shares by level, but scenario 'base' has no levels"):
+        simulate("kgps:level", SCENARIOS["base"], steps=2)
