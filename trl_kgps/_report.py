@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._metrics import MAX_LOGGED_GROUPS
 from .config import KGPSConfig
 from .selectors import KGPSSelector
 from .selectors.base import PromptSelector
@@ -149,7 +150,7 @@ def _sharing_lines(selector: PromptSelector) -> list[str]:
     if design.kind == "embedding":
         return [f"- shared across prompts: the embedding column {columns} ({design.dimension - 1} dimensions)"]
     lines = [f"- shared across prompts: the feature columns {columns}, {design.num_cells} groups"]
-    if design.num_cells <= 20:
+    if design.num_cells <= MAX_LOGGED_GROUPS:
         success = shared.group_success()
         lines += ["", "| group | prompts | predicted success |", "|---|---|---|"]
         counts = np.bincount(design.cell, minlength=design.num_cells)

@@ -35,7 +35,7 @@ STATE_VERSION = 3
 _MAX_GAMMA_SCALE = 1e3
 _DEFAULT_GROUP_SIZE = 8
 # The learnt residual prior stays within [initial_variance / 1e3, initial_variance * 100].
-_MAX_RESIDUAL_PRIOR_SCALE = 100.0
+_MIN_RESIDUAL_PRIOR_SCALE, _MAX_RESIDUAL_PRIOR_SCALE = 1e-3, 100.0
 # The shared variance offset is folded into the stored variances once it reaches this, which keeps the float32
 # absolute error of every variance below 2^-25 (3e-8).
 _MAX_VARIANCE_OFFSET = 0.25
@@ -280,8 +280,7 @@ class KGPSSelector(FromPretrainedMixin):
             return
         m = self._mean[idx].astype(np.float64) + self._drift
         P = self._variance[idx].astype(np.float64) + self._offset
-        predicted, spread = predictive_moments(m, P, k)
-        self.last_nis = float(np.mean((s - predicted) ** 2 / spread))
+        self.last_nis = float(np.mean(_innovations_squared(m, P, s, k)))
         if self.config.observation == "logit":
             delta = 0.5 / k
             p_tilde = np.minimum(np.maximum(_sigmoid(m), delta), 1.0 - delta)
@@ -305,8 +304,7 @@ class KGPSSelector(FromPretrainedMixin):
         m = self._mean[idx].astype(np.float64)
         P = self._variance[idx].astype(np.float64) + self._offset + self._unseen_extra * first
         mean, variance, (a, S) = self._shared.update(idx, m, P, s, k)
-        predicted, spread = predictive_moments(a, S, k)
-        nis = (s - predicted) ** 2 / spread
+        nis = _innovations_squared(a, S, s, k)
         self.last_nis = float(np.mean(nis))
         self._mean[idx] = mean
         self._variance[idx] = variance - self._offset
@@ -319,7 +317,7 @@ class KGPSSelector(FromPretrainedMixin):
             nis_first = float(np.mean(nis[first]))
             tau2 = self.residual_prior * math.exp(self.config.residual_adaptation * (nis_first - 1.0))
             P0 = self.config.initial_variance
-            self._unseen_extra = min(max(tau2, P0 / _MAX_GAMMA_SCALE), _MAX_RESIDUAL_PRIOR_SCALE * P0) - P0
+            self._unseen_extra = min(max(tau2, _MIN_RESIDUAL_PRIOR_SCALE * P0), _MAX_RESIDUAL_PRIOR_SCALE * P0) - P0
 
     def _adapt_gamma(self) -> None:
         if self.config.process_noise_adaptation > 0:
@@ -538,6 +536,12 @@ class KGPSSelector(FromPretrainedMixin):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"
+
+
+def _innovations_squared(m: np.ndarray, P: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+    r"""Each prompt's \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under its prior \\(\mathcal{N}(m, P)\\), shape `(n,)`."""
+    predicted, spread = predictive_moments(m, P, k)
+    return (s - predicted) ** 2 / spread
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
