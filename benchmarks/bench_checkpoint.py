@@ -1,6 +1,7 @@
 """
 Time and size of the KGPS state file (`kgps_state.npz`) for large prompt pools: the selector's state, the observed
-flags and the selection counts written atomically and read back, as `KGPSCallback` does beside every saved model.
+flags, the selection counts and the sampler's batches written atomically and read back, as `KGPSCallback` does beside
+every saved model.
 
 Run: `python benchmarks/bench_checkpoint.py`.
 """
@@ -20,9 +21,16 @@ def main():
     print("| prompts | file | save | load |")
     print("|---|---|---|---|")
     for n in (1_000_000, 10_000_000):
-        # What the callback writes for a pool of n prompts: the selector's state, the observed flags, the counts.
+        # What the callback writes for a pool of n prompts: the selector's state, the observed flags, the counts,
+        # and at their largest (an epoch's worth, at its end) the epoch's batches and the window of batches scored.
         arrays, meta = state_file.pack_selector(KGPSSelector(n).state_dict())
-        arrays.update(observed=np.ones(n, dtype=bool), times_selected=np.ones(n, dtype=np.int32))
+        batches = np.arange(n, dtype=np.int64).reshape(-1, 8)
+        arrays.update(
+            observed=np.ones(n, dtype=bool),
+            times_selected=np.ones(n, dtype=np.int32),
+            epoch_batches=batches,
+            recent_batches=batches,
+        )
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, state_file.STATE_FILE)
             saves, loads = [], []

@@ -31,28 +31,32 @@ class RecentBatches:
     """
     Locking metrics over a sliding window of the last `window` batches, in O(batch size) per batch:
     `repeats`, the share of a new batch chosen in the batch before it, and `unique_prompts`, the distinct prompts
-    of the window.
+    of the window. Adding the batches of `batches` to a new window, in order, rebuilds it (a resume).
 
     Args:
         num_prompts (`int`): `N`.
         window (`int`): batches kept (e.g. an epoch's worth, `N // B`).
+
+    Attributes:
+        batches (`deque[np.ndarray]`): the window's batches, `(B,)` int64 each, oldest first.
+        unique_prompts (`int`): distinct prompts over `batches`.
     """
 
     def __init__(self, num_prompts: int, window: int):
         self._counts = np.zeros(num_prompts, dtype=np.int32)
-        self._batches: deque[np.ndarray] = deque()
+        self.batches: deque[np.ndarray] = deque()
         self._window = max(1, window)
         self.unique_prompts = 0
 
     def add(self, batch: np.ndarray) -> float:
         """Adds `batch` (distinct indices) and returns its `repeats`; `unique_prompts` then covers it."""
-        previous = self._batches[-1] if self._batches else np.empty(0, dtype=np.int64)
+        previous = self.batches[-1] if self.batches else np.empty(0, dtype=np.int64)
         repeats = float(np.isin(batch, previous).mean()) if batch.size else 0.0
-        self._batches.append(batch)
+        self.batches.append(batch)
         self.unique_prompts += int(np.count_nonzero(self._counts[batch] == 0))
         self._counts[batch] += 1
-        if len(self._batches) > self._window:
-            old = self._batches.popleft()
+        if len(self.batches) > self._window:
+            old = self.batches.popleft()
             self._counts[old] -= 1
             self.unique_prompts -= int(np.count_nonzero(self._counts[old] == 0))
         return repeats
@@ -86,18 +90,18 @@ def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
     return metrics
 
 
-def batch_metrics(scored: "Scored", recent: RecentBatches, coverage: float, nis: float | None) -> dict[str, float]:
+def batch_metrics(scored: "Scored", coverage: float, nis: float | None) -> dict[str, float]:
     """
-    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (added to `recent`),
-    `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a scored rollout
-    `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman` (predicted against
-    empirical success `s / k`).
+    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as `Rounds.score` counted
+    them), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a scored
+    rollout `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman` (predicted
+    against empirical success `s / k`).
     """
     s, k, predicted = scored.successes, scored.trials, scored.predicted
     metrics = {
         "kgps/lag": scored.chosen.lag,
-        "kgps/repeats": recent.add(scored.indices),
-        "kgps/unique_prompts": recent.unique_prompts,
+        "kgps/repeats": scored.repeats,
+        "kgps/unique_prompts": scored.unique_prompts,
         "kgps/coverage": coverage,
         "kgps/predicted_success": float(predicted.mean()),
     }

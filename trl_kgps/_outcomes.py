@@ -44,12 +44,12 @@ class SuccessRule:
             if success_reward not in self.reward_names:
                 raise ValueError(
                     f"success_reward={success_reward!r} is not one of the trainer's reward functions "
-                    f"{self.reward_names}. Set it to the name of the function that scores correctness."
+                    f"{self.reward_names}: set it to the name of the function that scores correctness."
                 )
             self.column = self.reward_names.index(success_reward)
         elif len(self.reward_names) > 1:
             logger.warning(
-                "KGPS counts a completion as a success when the weighted sum of the rewards %s is >= %g. If some of "
+                "KGPS counts a completion as a success when the weighted sum of the rewards %s is >= %g: if some of "
                 "them are bonuses or penalties, set success_reward to the one that scores correctness.",
                 self.reward_names,
                 threshold,
@@ -80,14 +80,31 @@ class SuccessRule:
             counted = ~np.isnan(rewards_per_func).all(axis=1)
             values = np.nansum(rewards_per_func * self.weights, axis=1)
         usable = values[counted]
-        if not self._warned_non_binary and usable.size and not np.isin(usable, (0.0, 1.0)).all():
-            odd = usable[~np.isin(usable, (0.0, 1.0))][0]
+        if not self._warned_non_binary and usable.size:
+            self._warn_unless_binary(usable)
+        return counted & (values >= self.threshold), counted
+
+    def _warn_unless_binary(self, rewards: np.ndarray) -> None:
+        """Warns once, when `rewards` (the usable ones of a batch) are not all 0 or 1, how they are read and the fix."""
+        odd = rewards[~np.isin(rewards, (0.0, 1.0))]
+        if not odd.size:
+            return
+        top = float(rewards.max())
+        if top > 1 and self.threshold <= 1:
             logger.warning(
-                "KGPS needs binary outcomes; the rewards it reads are not all 0 or 1 (e.g. %g), so it counts a "
-                "completion as a success when %s. If a format bonus or a length penalty is mixed in, set "
+                "KGPS reads rewards up to %g and counts a completion as a success when %s, so a partial credit of 1 "
+                "succeeds too: set success_threshold to the least reward a correct answer gets (e.g. %g), and "
+                "success_reward to the function that gives it if others are added.",
+                top,
+                self.describe(),
+                top,
+            )
+        else:
+            logger.warning(
+                "KGPS needs binary outcomes and the rewards it reads are not all 0 or 1 (e.g. %g), so it counts a "
+                "completion as a success when %s: if a format bonus or a length penalty is mixed in, set "
                 "success_reward to the reward function that scores correctness (and success_threshold if needed).",
-                odd,
+                odd[0],
                 self.describe(),
             )
-            self._warned_non_binary = True
-        return counted & (values >= self.threshold), counted
+        self._warned_non_binary = True

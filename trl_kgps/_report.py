@@ -4,6 +4,8 @@ section of the model card. `datasets` and `huggingface_hub` are imported on firs
 """
 
 import dataclasses
+import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,6 +98,7 @@ def card_section(
     config: KGPSConfig,
     *,
     batches_chosen: int,
+    batches_scored: int,
     warmup_batches: int,
     observed: int,
     metrics: dict[str, tuple[float, int | None]],
@@ -108,6 +111,7 @@ def card_section(
         selector (`PromptSelector`): the selector the run used.
         config (`KGPSConfig`): the callback's config.
         batches_chosen (`int`): generation batches chosen, warmup included.
+        batches_scored (`int`): of them, those rolled out and scored; the others were chosen ahead of training.
         warmup_batches (`int`): how many batches the warmup takes.
         observed (`int`): prompts with at least one scored rollout.
         metrics (`dict`): `last_metrics(...)` of the trainer's log history.
@@ -124,8 +128,7 @@ def card_section(
         f"{f' ({arguments})' if arguments else ''} through the `KGPSCallback` of "
         "[trl-kgps](https://github.com/trl-kgps/trl-kgps) (Kalman-Guided Prompt Selection for TRL).",
         "",
-        f"- rounds: {batches_chosen} generation batches chosen, {min(batches_chosen, warmup_batches)} of them in the "
-        "uniform warmup",
+        _rounds_line(batches_chosen, batches_scored, warmup_batches),
         f"- coverage: {observed} of {n} prompts observed ({observed / n:.1%})",
         *_sharing_lines(selector),
         "",
@@ -138,9 +141,26 @@ def card_section(
     return "\n".join(lines) + "\n"
 
 
+def _rounds_line(batches_chosen: int, batches_scored: int, warmup_batches: int) -> str:
+    """e.g. 301 chosen, 300 scored, no warmup: 300 trained on, all chosen by the selector, and 1 chosen ahead."""
+    warmup = min(batches_scored, warmup_batches)
+    line = f"- rounds: {batches_scored} generation batches rolled out and trained on, " + (
+        f"the first {warmup} of them in the uniform warmup" if warmup else "all chosen by the selector"
+    )
+    ahead = batches_chosen - batches_scored
+    if ahead:
+        line += (
+            f"; {ahead} more chosen but never rolled out (the trainer asks for the next batch while the current one "
+            "trains, and training stopped first)"
+        )
+    return line
+
+
 def _sharing_lines(selector: PromptSelector) -> list[str]:
     """What the run shared across prompts: the features and, for categorical ones, each group's predicted success."""
-    shared = selector.shared if isinstance(selector, KGPSSelector) else None
+    if not isinstance(selector, KGPSSelector):
+        return []
+    shared = selector.shared
     if shared is None:
         return ["- shared across prompts: nothing (one independent filter per prompt)"]
     design = shared.design
@@ -189,12 +209,38 @@ def _loading_snippet(name: str, is_kgps: bool, location: str) -> list[str]:
     ]
 
 
-def add_to_card(path: str, section: str) -> None:
-    """Adds `section` to the model card at `path` (above `## Citations`, else at the end) and the KGPS tags."""
+def add_to_card(path: str, section: str, plain_text_prompt: tuple[str, int] | None = None) -> None:
+    """
+    Adds `section` to the model card at `path` (above `## Citations`, else at the end) and the KGPS tags; with
+    `plain_text_prompt` (a prompt and the tokens to generate), for a tokenizer without a chat template, its quick
+    start continues that prompt instead of sending TRL's chat message.
+    """
     from huggingface_hub import ModelCard
 
     card = ModelCard.load(Path(path))
     card.data.tags = [*(card.data.tags or []), *(tag for tag in CARD_TAGS if tag not in (card.data.tags or []))]
-    head, citations, tail = card.text.partition(_CARD_BEFORE)
-    card.text = f"{head}{section}\n{citations}{tail}" if citations else f"{card.text.rstrip()}\n\n{section}"
+    text = card.text if plain_text_prompt is None else _plain_text_quick_start(card.text, *plain_text_prompt)
+    head, citations, tail = text.partition(_CARD_BEFORE)
+    card.text = f"{head}{section}\n{citations}{tail}" if citations else f"{text.rstrip()}\n\n{section}"
     card.save(path)
+
+
+def _plain_text_quick_start(text: str, prompt: str, max_new_tokens: int) -> str:
+    """TRL's `## Quick start` code block, rewritten to continue `prompt`; the card unchanged if it has no such block."""
+    head, heading, rest = text.partition("## Quick start")
+    block = re.search(r"```python\n(.*?)```", rest, flags=re.DOTALL)
+    model = block and re.search(r'model="([^"]*)"', block.group(1))
+    if not heading or not model:
+        return text
+    code = "\n".join(
+        [
+            "from transformers import pipeline",
+            "",
+            f'generator = pipeline("text-generation", model="{model.group(1)}", device_map="auto")',
+            "# The tokenizer has no chat template: the model continues plain text, as it was trained.",
+            f"output = generator({json.dumps(prompt)}, max_new_tokens={max_new_tokens}, return_full_text=False)[0]",
+            'print(output["generated_text"])',
+            "",
+        ]
+    )
+    return head + heading + rest[: block.start(1)] + code + rest[block.end(1) :]

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._metrics import RecentBatches
 from .selectors.base import PromptSelector
+
+
+# How TRL's arguments set the prompts of a generation batch, for the errors that name that number.
+PROMPTS_PER_BATCH = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 
 
 @dataclass
@@ -38,6 +43,8 @@ class Scored:
     trials: np.ndarray  # (B,) int64, k: completions with a usable reward
     warmup: bool  # observed during the warmup: first observations initialised the beliefs
     skipped: int  # older pending batches dropped: the trainer skipped them without scoring (a resume)
+    repeats: float  # share of its prompts that were in the batch scored before it
+    unique_prompts: int  # distinct prompts of the last `batches_per_epoch` batches scored, this one included
 
     @property
     def indices(self) -> np.ndarray:
@@ -68,15 +75,16 @@ class Rounds:
         times_selected (`np.ndarray` of shape `(N,)`, int32): batches each prompt was chosen for; sums to
             `batches_chosen * B`.
         observed (`np.ndarray` of shape `(N,)`, bool): prompts with at least one scored rollout.
+        recent (`RecentBatches`): the last `batches_per_epoch` batches scored, whose locking metrics (`repeats`,
+            `unique_prompts`) each `Scored` carries.
     """
 
     def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
         num_prompts = selector.num_prompts
         if not 1 <= batch_size <= num_prompts:
             raise ValueError(
-                f"A generation batch needs {batch_size} distinct prompts, but the dataset has only {num_prompts}. "
-                "Use a larger dataset, or fewer prompts per generation batch (per_device_train_batch_size * "
-                "num_processes * steps_per_generation / num_generations)."
+                f"A generation batch needs {batch_size} distinct prompts ({PROMPTS_PER_BATCH}) and the dataset has "
+                f"{num_prompts}: use a larger dataset or fewer prompts per generation batch."
             )
         self.selector = selector
         self.batch_size = batch_size
@@ -88,6 +96,7 @@ class Rounds:
         self.times_selected = np.zeros(num_prompts, dtype=np.int32)
         self.observed = np.zeros(num_prompts, dtype=bool)
         self.observed_count = 0
+        self.recent = RecentBatches(num_prompts, self.batches_per_epoch)
         self.last_scored: np.ndarray | None = None  # TRL regenerates this batch when it resumes inside its steps
         self._warned_small_pool = False
         self._warmup_order: tuple[int, np.ndarray | None] = (-1, None)  # (epoch, its permutation)
@@ -158,7 +167,7 @@ class Rounds:
         prompts `batch` (`(B,)`), in that order. The batch is normally the oldest pending one; pending batches before
         it were skipped by a resumed trainer and are dropped. The last batch scored, scored again (TRL regenerates it
         when resumed inside its steps), is ignored: its outcomes were observed before the checkpoint. Returns `None`
-        then, and raises `ValueError` for a batch that was never chosen.
+        then, and raises `ValueError` for a batch that was never chosen. A batch scored joins `recent`.
         """
         batch = np.asarray(batch, dtype=np.int64)
         position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
@@ -187,7 +196,8 @@ class Rounds:
         self.observed[seen] = True
         self.batches_scored += 1
         self.last_scored = batch
-        return Scored(chosen, s, k, warmup, position)
+        repeats = self.recent.add(batch)
+        return Scored(chosen, s, k, warmup, position, repeats, self.recent.unique_prompts)
 
     def predict(self, delta_norm: float) -> bool:
         """Widens every belief for a policy update of norm `delta_norm`, after the warmup; whether it did."""
@@ -196,12 +206,20 @@ class Rounds:
         self.selector.predict(delta_norm)
         return True
 
+    def drop_pending(self) -> int:
+        """Forgets the batches awaiting rewards, e.g. chosen ahead by a `train()` that ended first; how many."""
+        dropped = len(self.pending)
+        self.pending.clear()
+        return dropped
+
     # State ---------------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
         """
         Everything but the selector's own state: the counters, `times_selected` `(N,)` int32, `observed` `(N,)` bool,
-        the pending batches and their predictions `(P, B)`, and `last_scored` `(B,)` (or `(0,)`).
+        the pending batches and their predictions `(P, B)`, their lags `pending_lags` `(P,)` int64 and selection
+        times `pending_select_seconds` `(P,)` float64 (NaN for the warmup's), `last_scored` `(B,)` (or `(0,)`), and
+        `recent_batches` `(R, B)` int64, the window of `recent`, oldest first (`R <= batches_per_epoch`).
         """
         return {
             "batches_chosen": self.batches_chosen,
@@ -212,11 +230,20 @@ class Rounds:
             "predictions": np.asarray([p.predicted for p in self.pending], dtype=np.float64).reshape(
                 -1, self.batch_size
             ),
+            "pending_lags": np.asarray([p.lag for p in self.pending], dtype=np.int64),
+            "pending_select_seconds": np.asarray(
+                [np.nan if p.select_seconds is None else p.select_seconds for p in self.pending], dtype=np.float64
+            ),
             "last_scored": np.asarray([] if self.last_scored is None else self.last_scored, dtype=np.int64),
+            "recent_batches": np.asarray(self.recent.batches, dtype=np.int64).reshape(-1, self.batch_size),
         }
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
-        """Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything."""
+        """
+        Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything. A state
+        without `pending_lags`, `pending_select_seconds` and `recent_batches` (trl-kgps 0.1 and 0.2 saved none) gives
+        its pending batches lag 0 and no selection time, and starts `recent` empty.
+        """
         N, B = self.num_prompts, self.batch_size
         pending, predictions = np.asarray(state["pending"]), np.asarray(state["predictions"], dtype=np.float64)
         last_scored = np.asarray(state["last_scored"])
@@ -224,6 +251,29 @@ class Rounds:
         check_batches("last_scored", last_scored.reshape(-1, B) if last_scored.size else pending[:0], N, B)
         if predictions.shape != pending.shape:
             raise ValueError(f"its predictions have shape {predictions.shape}, its pending batches {pending.shape}")
+        P = pending.shape[0]
+        lags = np.asarray(state.get("pending_lags", np.zeros(P, dtype=np.int64)))
+        select_seconds = np.asarray(state.get("pending_select_seconds", np.full(P, np.nan)))
+        recent = np.asarray(state.get("recent_batches", pending[:0]))
+        if lags.shape != (P,) or lags.dtype.kind not in "iu" or (lags < 0).any():
+            raise ValueError(
+                f"its pending_lags (shape {lags.shape}, dtype {lags.dtype}) are not {P} counts, one per pending batch"
+            )
+        if (
+            select_seconds.shape != (P,)
+            or select_seconds.dtype.kind != "f"
+            or ((select_seconds < 0) | np.isinf(select_seconds)).any()
+        ):
+            raise ValueError(
+                f"its pending_select_seconds (shape {select_seconds.shape}, dtype {select_seconds.dtype}) are not {P} "
+                "durations (or NaN), one per pending batch"
+            )
+        check_batches("recent_batches", recent, N, B)
+        if recent.shape[0] > self.batches_per_epoch or (np.diff(np.sort(recent, axis=1), axis=1) == 0).any():
+            raise ValueError(
+                f"its recent_batches are {recent.shape[0]} batches, but the window holds at most "
+                f"{self.batches_per_epoch} (an epoch's worth), each of distinct prompts"
+            )
         batches_chosen, batches_scored = int(state["batches_chosen"]), int(state["batches_scored"])
         times_selected, observed = np.asarray(state["times_selected"]), np.asarray(state["observed"])
         if (
@@ -245,8 +295,14 @@ class Rounds:
         self.times_selected = times_selected.astype(np.int32)
         self.observed = observed.astype(bool)
         self.observed_count = int(self.observed.sum())
-        self.pending = deque(Pending(i, p) for i, p in zip(pending.astype(np.int64), predictions))
+        self.pending = deque(
+            Pending(i, p, int(lag), None if np.isnan(seconds) else float(seconds))
+            for i, p, lag, seconds in zip(pending.astype(np.int64), predictions, lags, select_seconds)
+        )
         self.last_scored = last_scored.astype(np.int64) if last_scored.size else None
+        self.recent = RecentBatches(N, self.batches_per_epoch)
+        for batch in recent.astype(np.int64):
+            self.recent.add(batch)
 
 
 def check_batches(name: str, rows: np.ndarray, num_prompts: int, batch_size: int) -> None:

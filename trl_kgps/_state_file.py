@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._rounds import PROMPTS_PER_BATCH
+
 
 if TYPE_CHECKING:
     from .selectors.base import PromptSelector
@@ -24,6 +26,10 @@ if TYPE_CHECKING:
 STATE_FILE = "kgps_state.npz"
 FORMAT_VERSION = 2
 _SELECTOR = "selector."
+
+
+class UnreadableState(ValueError):
+    """A state file that is missing, truncated or of another format: its message says what to resume from."""
 
 
 def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -47,26 +53,25 @@ def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None
 
 
 def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Reads a file written by `save`; a missing, truncated or foreign file raises `ValueError` naming it."""
+    """Reads a file written by `save`; a missing, truncated or foreign file raises `UnreadableState` naming it."""
     if not os.path.isfile(path):
-        raise ValueError(
-            f"{path} does not exist: this checkpoint was not written with KGPSCallback, so the prompt-selection "
-            "state cannot be restored. Resume from a checkpoint saved with KGPS, or start the estimator afresh with "
-            "KGPSConfig(restart_on_missing_state=True)."
+        raise UnreadableState(
+            f"{path} does not exist, so this checkpoint was not saved by a run with KGPSCallback: resume from one that "
+            "was, or pass KGPSConfig(restart_on_missing_state=True) to start KGPS afresh from this one."
         )
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
         meta = json.loads(arrays.pop("meta").tobytes().decode())
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, json.JSONDecodeError) as error:
-        raise ValueError(
-            f"{path} is not a readable KGPS state ({type(error).__name__}: {error}); it may be truncated. Resume "
-            "from an earlier checkpoint."
+        raise UnreadableState(
+            f"{path} is not a readable KGPS state ({type(error).__name__}: {error}), perhaps truncated: resume from "
+            "an earlier checkpoint."
         ) from None
     if meta.get("format") != FORMAT_VERSION:
-        raise ValueError(
-            f"{path} has KGPS state format {meta.get('format')!r}, but this trl-kgps reads format {FORMAT_VERSION}. "
-            "Resume with the trl-kgps release that wrote it."
+        raise UnreadableState(
+            f"{path} has KGPS state format {meta.get('format')!r} and this trl-kgps reads format {FORMAT_VERSION}: "
+            "resume with the trl-kgps release that wrote it."
         )
     return arrays, meta
 
@@ -94,10 +99,14 @@ def read_run(path: str, selector: "PromptSelector", batch_size: int) -> tuple[di
     """
     arrays, meta = load(path)
     num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
-    if (num_prompts, saved_batch_size) != (selector.num_prompts, batch_size):
+    if num_prompts != selector.num_prompts:
         raise ValueError(
-            f"it was saved for {num_prompts} prompts in batches of {saved_batch_size}, but this run has "
-            f"{selector.num_prompts} prompts in batches of {batch_size}"
+            f"it was saved for a dataset of {num_prompts} prompts, and this run's has {selector.num_prompts}"
+        )
+    if saved_batch_size != batch_size:
+        raise ValueError(
+            f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size} "
+            f"({PROMPTS_PER_BATCH})"
         )
     if meta["selector_class"] != type(selector).__name__:
         raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")

@@ -30,7 +30,7 @@ from . import _state_file as state_file
 from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
 from ._features import read_features
-from ._metrics import RecentBatches, batch_metrics, shared_metrics
+from ._metrics import batch_metrics, shared_metrics
 from ._outcomes import SuccessRule
 from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
 from ._rounds import Rounds, Scored
@@ -122,7 +122,6 @@ class KGPSCallback(TrainerCallback):
         self.sampler: KGPSRepeatSampler | None = None
         self.rule: SuccessRule | None = None
         self._delta: ParameterDelta | None = None
-        self._recent: RecentBatches | None = None  # kgps/repeats and kgps/unique_prompts
         self._metrics_log: _trl.MetricsLog | None = None
         self._warned_no_rewards = False
         if trainer is not None:
@@ -245,6 +244,8 @@ class KGPSCallback(TrainerCallback):
         if isinstance(dataset, IterableDataset):
             raise ValueError("KGPS needs a map-style train dataset: an IterableDataset has no indices to select.")
         if self.sampler is not None and self.sampler.num_samples == len(dataset):
+            # Another `train()` on this trainer: the batch its predecessor chose ahead was never generated.
+            self.rounds.drop_pending()
             self.sampler.data_source = dataset
             return self.sampler
         if self.selector is None or isinstance(self.selector, str):
@@ -261,7 +262,6 @@ class KGPSCallback(TrainerCallback):
             warmup_epochs=self.config.warmup_epochs,
             seed=trainer.args.seed,
         )
-        self._recent = RecentBatches(len(dataset), self.sampler.batches_per_epoch)
         self.rule = SuccessRule(
             *_trl.reward_functions(trainer), self.config.success_reward, self.config.success_threshold
         )
@@ -324,7 +324,11 @@ class KGPSCallback(TrainerCallback):
             return
         if scored.skipped:
             logger.warning(
-                "KGPS drops %d generation batches the trainer skipped without scoring them.", scored.skipped
+                "The trainer skipped %d generation batch%s that KGPS had chosen, so KGPS stopped waiting for %s "
+                "rewards; nothing to do unless it recurs without a resume.",
+                scored.skipped,
+                "es" * (scored.skipped > 1),
+                "their" if scored.skipped > 1 else "its",
             )
         self._log_scored(scored)
 
@@ -338,7 +342,7 @@ class KGPSCallback(TrainerCallback):
                 stacklevel=3,
             )
             self._warned_no_rewards = True
-        metrics = batch_metrics(scored, self._recent, self.rounds.coverage, getattr(self.selector, "last_nis", None))
+        metrics = batch_metrics(scored, self.rounds.coverage, getattr(self.selector, "last_nis", None))
         if getattr(self.selector, "shared", None) is not None:
             metrics.update(shared_metrics(self.selector, scored))
         self._log(metrics)
@@ -370,16 +374,18 @@ class KGPSCallback(TrainerCallback):
             return
         try:
             selector_state, sampler_state = state_file.read_run(path, self.selector, self.sampler.batch_size)
-            _check_same_method(selector_state, self.selector)
+        except state_file.UnreadableState:
+            raise  # its message says what to resume from
+        except (KeyError, ValueError, TypeError) as error:
+            raise _does_not_fit(path, error) from None
+        _check_same_method(path, selector_state, self.selector)
+        try:
             # A dry run on a copy of the selector, then the sampler, which checks everything before it changes:
             # a state that does not load leaves this run untouched.
             copy.deepcopy(self.selector).load_state_dict(selector_state)
             self.sampler.load_state_dict(sampler_state)
         except (KeyError, ValueError, TypeError) as error:
-            raise ValueError(
-                f"{path} does not fit this run: {error}. Resume with the dataset, batch size and selector it was saved "
-                "with."
-            ) from None
+            raise _does_not_fit(path, error) from None
         self.selector.load_state_dict(selector_state)
 
     # Reports -------------------------------------------------------------------------------------------------
@@ -410,12 +416,23 @@ class KGPSCallback(TrainerCallback):
             self.selector,
             self.config,
             batches_chosen=self.sampler.batches_chosen,
+            batches_scored=self.rounds.batches_scored,
             warmup_batches=self.sampler.warmup_batches,
             observed=self.rounds.observed_count,
             metrics=last_metrics(trainer.state.log_history),
             location=trainer.hub_model_id or trainer.args.output_dir,
         )
-        add_to_card(os.path.join(trainer.args.output_dir, "README.md"), section)
+        add_to_card(os.path.join(trainer.args.output_dir, "README.md"), section, self._plain_text_prompt())
+
+    def _plain_text_prompt(self) -> tuple[str, int] | None:
+        """For a tokenizer with no chat template, the card's quick start prompt (the first training prompt, if it is
+        text) and how many tokens to generate (the run's completion length); `None` for a chat model."""
+        tokenizer = getattr(self.trainer.processing_class, "tokenizer", self.trainer.processing_class)
+        if getattr(tokenizer, "chat_template", None) is not None:
+            return None
+        dataset = self.sampler.data_source
+        first = dataset[0].get("prompt") if "prompt" in getattr(dataset, "column_names", ()) else None
+        return (first if isinstance(first, str) else "Hello", getattr(self.trainer.args, "max_completion_length", 32))
 
     def _log(self, metrics: dict[str, float]) -> None:
         self._metrics_log.add(metrics)
@@ -425,11 +442,20 @@ class KGPSCallback(TrainerCallback):
 _RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
 
 
-def _check_same_method(state: dict[str, Any], selector: "PromptSelector") -> None:
-    """Raises if a saved KGPS state was written with a selection method other than `selector`'s config."""
+def _does_not_fit(path: str, error: Exception) -> ValueError:
+    return ValueError(
+        f"{path} does not fit this run: {error}; resume with the dataset, batch size and selector it was saved with."
+    )
+
+
+def _check_same_method(path: str, state: dict[str, Any], selector: "PromptSelector") -> None:
+    """Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config."""
     if "config" not in state or not isinstance(selector, KGPSSelector):
         return
-    saved = dataclasses.asdict(KGPSSelector._init_arguments(state)["config"])
+    try:
+        saved = dataclasses.asdict(KGPSSelector._init_arguments(state)["config"])
+    except (KeyError, ValueError, TypeError) as error:
+        raise _does_not_fit(path, error) from None
     current = dataclasses.asdict(selector.config)
     differ = sorted(name for name in current if name not in _RESUMABLE_FIELDS and saved.get(name) != current[name])
     if differ:
@@ -440,4 +466,4 @@ def _check_same_method(state: dict[str, Any], selector: "PromptSelector") -> Non
             2: "pass KGPSCallback(VARIANTS['kgps_per_prompt']) (from trl_kgps.variants): its state version 2 was "
             "written by trl-kgps 0.2, whose default was that per-prompt filter",
         }.get(state.get("version"), "pass the KGPSConfig it was saved with")
-        raise ValueError(f"it was saved with {changes}, and resuming with another method would mix two: {hint}")
+        raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

@@ -121,8 +121,9 @@ class KGPSRepeatSampler(Sampler[int]):
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
         """
-        The rounds' `state_dict()` (batches chosen, scored, pending with their predictions, prompts observed and
-        chosen) and this epoch's batches, `epoch_batches` `(batches, batch_size)` int64.
+        The rounds' `state_dict()` (batches chosen, scored, pending with their predictions, lags and selection times,
+        prompts observed and chosen, the last epoch's worth of batches scored) and this epoch's batches,
+        `epoch_batches` `(batches, batch_size)` int64.
         """
         return {
             **self.rounds.state_dict(),

@@ -8,10 +8,9 @@ from .selectors import SELECTORS
 
 
 @dataclass
-class KGPSScriptArguments(ScriptArguments):
+class SelectorArguments:
     """
-    [`trl.ScriptArguments`] plus the prompt selector. Parse it next to the trainer's and KGPS's configurations:
-    `TrlParser((KGPSScriptArguments, GRPOConfig, KGPSConfig, ModelConfig))`.
+    The prompt selector of a training script.
 
     Args:
         selector (`str`, *optional*, defaults to `"kgps"`):
@@ -35,3 +34,11 @@ class KGPSScriptArguments(ScriptArguments):
     def __post_init__(self):
         if self.selector not in SELECTORS:
             raise ValueError(f"selector={self.selector!r} is not a prompt selector; choose one of {list(SELECTORS)}.")
+
+
+@dataclass
+class KGPSScriptArguments(SelectorArguments, ScriptArguments):
+    """
+    [`trl.ScriptArguments`] plus the prompt selector (`selector`, see [`SelectorArguments`]). Parse it next to the
+    trainer's and KGPS's configurations: `TrlParser((KGPSScriptArguments, GRPOConfig, KGPSConfig, ModelConfig))`.
+    """

@@ -19,10 +19,12 @@ trl-kgps train --max_steps 600 --num_prompts 1024 --gamma 1.0
 ```
 """
 
+import argparse
 import dataclasses
 import json
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ from ._plots import pyplot
 from ._report import last_metrics
 from .callback import KGPSCallback
 from .config import KGPSConfig
-from .script_args import KGPSScriptArguments
+from .script_args import SelectorArguments
 from .tasks import arithmetic, tiny
 from .tasks.evaluation import success_rates
 
@@ -59,9 +61,9 @@ DEMO_DEFAULTS = dict(
 
 
 @dataclass
-class TrainScriptArguments(KGPSScriptArguments):
+class TrainScriptArguments(SelectorArguments):
     """
-    [`KGPSScriptArguments`] plus the built-in task's sizes.
+    The prompt selector, the built-in task's sizes and the dataset that may replace it.
 
     Args:
         num_prompts (`int`, *optional*, defaults to `512`):
@@ -76,6 +78,9 @@ class TrainScriptArguments(KGPSScriptArguments):
             torch's CPU threads for a run without a GPU. Unset: 1 for the small built-in model (as fast as 2 for it,
             and slowed down in proportion, not many times over, when another CPU-heavy process shares the cores),
             torch's default for a `--model_name_or_path` model.
+        dataset_name, dataset_config, dataset_train_split (`str`, *optional*):
+            A dataset with `prompt` and `solution` columns to train on instead of the built-in task (TRL's
+            `ScriptArguments` fields of the same names; its others do not apply here, see `REFUSED_FLAGS`).
     """
 
     num_prompts: int = field(default=512, metadata={"help": "Training prompts generated when no --dataset_name."})
@@ -95,6 +100,15 @@ class TrainScriptArguments(KGPSScriptArguments):
             "down many times over by another CPU-heavy process), torch's default for --model_name_or_path."
         },
     )
+    dataset_name: str | None = field(
+        default=None,
+        metadata={
+            "help": "A dataset (Hub name or local folder) with 'prompt' and 'solution' columns, rewarded by "
+            "math-verify, instead of the built-in arithmetic; a 'level' column is shared across prompts by KGPS."
+        },
+    )
+    dataset_config: str | None = field(default=None, metadata={"help": "The --dataset_name configuration."})
+    dataset_train_split: str = field(default="train", metadata={"help": "The --dataset_name split to train on."})
 
     def __post_init__(self):
         super().__post_init__()
@@ -105,6 +119,16 @@ class TrainScriptArguments(KGPSScriptArguments):
             raise ValueError(f"--warm_start_steps {self.warm_start_steps} must be >= 0 (0: no warm start).")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"--threads {self.threads} must be >= 1 (or unset).")
+
+
+# Flags of TRL's parsers that this command cannot use, and why: refused before anything is built.
+REFUSED_FLAGS = {
+    "--dataset_streaming": "KGPS selects prompts by their dataset index, which a streamed dataset does not have",
+    "--dataset_test_split": "held-out accuracy is measured on the built-in task only",
+    "--ignore_bias_buffers": "it is a DDP workaround of TRL's scripts that this command does not read",
+    "--shuffle_dataset": "KGPS chooses the order of the prompts, so TRL's shuffling would be ignored",
+    "--no_shuffle_dataset": "KGPS chooses the order of the prompts, so TRL's shuffling would be ignored",
+}
 
 
 class DifficultyTrace(TrainerCallback):
@@ -131,6 +155,9 @@ def make_parser():
         description="GRPO with KGPS on CPU or GPU. Options: this command's and KGPS's first (--selector, --threads, "
         "--gamma, ...), then TRL's GRPOConfig and ModelConfig.",
     )
+    for action in parser._actions:
+        if REFUSED_FLAGS.keys() & set(action.option_strings):
+            action.help = argparse.SUPPRESS
     defaults = dict(DEMO_DEFAULTS)
     if not torch.cuda.is_available():
         defaults.update(bf16=False, dataloader_pin_memory=False)  # no GPU: no bf16 autocast, nothing to pin for
@@ -140,6 +167,11 @@ def make_parser():
 
 def main(argv: Sequence[str] | None = None) -> dict:
     """Parses `argv` (TRL's, KGPS's and this command's flags), trains, and returns the summary it prints."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for arg in argv:
+        flag = "--" + arg.removeprefix("--").split("=")[0].replace("-", "_")
+        if arg.startswith("--") and flag in REFUSED_FLAGS:
+            raise SystemExit(f"trl-kgps train: {flag} is not available here: {REFUSED_FLAGS[flag]}. Leave it out.")
     with warnings.catch_warnings():
         # transformers 5 renames gradient checkpointing and warns on every access TRL makes: noise for this command
         warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6", category=FutureWarning)

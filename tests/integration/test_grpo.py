@@ -1,5 +1,6 @@
 """KGPS inside the real GRPOTrainer on a tiny model: attribution, the filter's state, lag, binding."""
 
+import logging
 import warnings
 
 import numpy as np
@@ -234,7 +235,9 @@ def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokeni
         processing_class=tokenizer,
         callbacks=[KGPSCallback()],
     )
-    with pytest.raises(ValueError, match="8 distinct prompts, but the dataset has only 4"):
+    with pytest.raises(
+        ValueError, match=r"needs 8 distinct prompts \(per_device_train_batch_size x .*\) and the dataset has 4: use"
+    ):
         trainer.train()
 
 
@@ -334,3 +337,13 @@ def test_baselines_train_through_the_same_callback(tmp_path, model, tokenizer, n
 def test_an_unknown_selector_name_is_refused():
     with pytest.raises(ValueError, match="'thompson' is not one of"):
         KGPSCallback(selector="thompson")
+
+
+def test_a_second_train_call_continues_without_a_skipped_batch_warning(tmp_path, model, tokenizer, caplog):
+    trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=4)
+    assert len(kgps.rounds.pending) == 1  # chosen ahead while the last batch trained, never generated
+    trainer.args.max_steps = 8
+    with caplog.at_level(logging.WARNING, logger="trl_kgps"):
+        trainer.train()
+    assert not [record for record in caplog.records if "skipped" in record.getMessage()]
+    assert kgps.rounds.batches_scored == 4 + 8  # a second train() starts again at step 0

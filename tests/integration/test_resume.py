@@ -39,6 +39,14 @@ def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selec
     return kgps
 
 
+def logged_metrics(kgps):
+    """The `kgps/*` metrics of each log of the run, by step; `kgps/select_ms`, a time, by its presence only."""
+    return [
+        (log["step"], {key: key == "kgps/select_ms" or value for key, value in log.items() if key.startswith("kgps/")})
+        for log in kgps.trainer.state.log_history
+    ]
+
+
 @pytest.mark.parametrize(
     "name, selector, config",
     [
@@ -67,6 +75,8 @@ def test_resume_continues_exactly(tmp_path, tokenizer, name, selector, config):
     assert second.sampler.batches_chosen == straight.sampler.batches_chosen
     np.testing.assert_array_equal(second.sampler.times_selected, straight.sampler.times_selected)
     assert second.sampler.times_selected.dtype == np.int32
+    # The resumed log continues the checkpoint's: kgps/unique_prompts, repeats and lag as if never interrupted.
+    np.testing.assert_equal(logged_metrics(second), logged_metrics(straight))
     if selector is None:
         np.testing.assert_array_equal(second.selector.mean, straight.selector.mean)
         np.testing.assert_array_equal(second.selector.variance, straight.selector.variance)
@@ -105,8 +115,13 @@ def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_promp
 def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path, tokenizer):
     run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
     (tmp_path / "checkpoint-4" / "kgps_state.npz").unlink()
-    with pytest.raises(ValueError, match="kgps_state.npz does not exist.*restart_on_missing_state"):
+    with pytest.raises(ValueError) as refused:
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+    assert str(refused.value) == (  # one sentence: what happened, what to do
+        f"{tmp_path / 'checkpoint-4' / 'kgps_state.npz'} does not exist, so this checkpoint was not saved by a run "
+        "with KGPSCallback: resume from one that was, or pass KGPSConfig(restart_on_missing_state=True) to start KGPS "
+        "afresh from this one."
+    )
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
         reward_funcs=StepReward(),
@@ -121,8 +136,16 @@ def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path,
 
 def test_state_of_another_dataset_is_refused(tmp_path, tokenizer):
     run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
-    with pytest.raises(ValueError, match="saved for 6 prompts.*this run has 8 prompts"):
+    with pytest.raises(ValueError, match=r"saved for a dataset of 6 prompts, and this run's has 8; resume with the"):
         run(tmp_path, tokenizer, 8, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+
+
+def test_state_of_another_generation_batch_size_names_what_sets_it(tmp_path, tokenizer):
+    run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
+    with pytest.raises(
+        ValueError, match=r"saved with 2 prompts per generation batch, and this run has 4 \(per_device_"
+    ):
+        run(tmp_path, tokenizer, 6, {"per_device_train_batch_size": 16}, resume=str(tmp_path / "checkpoint-4"))
 
 
 def test_resume_inside_a_batch_does_not_count_its_regenerated_rewards(tmp_path, tokenizer):

@@ -1,5 +1,8 @@
 """`trl-kgps train`, the README's main job, end to end on a few steps: what it prints and writes."""
 
+import contextlib
+import dataclasses
+import io
 import json
 import subprocess
 import sys
@@ -9,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from trl_kgps import KGPSSelector, difficulty_table
+from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table
 from trl_kgps.cli import main
-from trl_kgps.train import accuracy_reward
+from trl_kgps.train import REFUSED_FLAGS, accuracy_reward
 
 
 FEW_STEPS = [
@@ -22,7 +25,7 @@ FEW_STEPS = [
 
 
 @pytest.mark.slow
-def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys):
+def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, monkeypatch):
     threads = torch.get_num_threads()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -51,6 +54,14 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys):
     assert f"# Model Card for {tmp_path.name}" in card and f'model="{tmp_path.name}"' in card
     assert "None" not in card.split("## Training procedure")[0]
     assert "huggingface.co/datasets/" not in card
+    # 6 steps of one generation batch each, and the batch chosen ahead while the sixth trained.
+    assert "- rounds: 6 generation batches rolled out and trained on, all chosen by the selector; 1 more" in card
+    # The quick start runs on the model it describes (a tokenizer without a chat template: plain text).
+    quick_start = card.split("## Quick start")[1].split("```python\n")[1].split("```")[0]
+    monkeypatch.chdir(tmp_path.parent)
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        exec(quick_start, {})
+    assert printed.getvalue().endswith("\n")  # it got as far as printing the generated text
     selector = KGPSSelector.from_pretrained(tmp_path)
     assert selector.num_prompts == 16
     table = difficulty_table(tmp_path)
@@ -108,12 +119,24 @@ def test_a_run_shorter_than_the_papers_warmup_does_not_claim_a_difficulty_plot(t
     assert not (tmp_path / "kgps_difficulty.png").exists()
 
 
-def test_train_help_shows_this_commands_and_kgps_flags_before_trls(capsys):
+def test_train_help_opens_with_this_commands_and_kgps_flags_and_hides_the_unusable_ones(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
-    options = capsys.readouterr().out.split("\noptions:")[1].splitlines()
-    position = {flag: next(i for i, line in enumerate(options) if line.strip().startswith(flag)) for flag in (
-        "--selector", "--threads", "--gamma", "--selection_temperature", "--learning_rate", "--model_name_or_path"
-    )}  # fmt: skip
-    assert max(position[f] for f in ("--selector", "--threads", "--gamma", "--selection_temperature")) < 120
-    assert position["--selection_temperature"] < position["--learning_rate"] < position["--model_name_or_path"]
+    lines = capsys.readouterr().out.split("\noptions:")[1].splitlines()
+    flags = [line.split()[0].rstrip(",") for line in lines if line.strip().startswith("--")]
+    kgps = ["--" + field.name for field in dataclasses.fields(KGPSConfig)]
+    assert flags[:7] == [
+        "--selector", "--num_prompts", "--num_eval_prompts", "--eval_samples", "--warm_start_steps", "--threads",
+        "--dataset_name",
+    ]  # fmt: skip
+    assert flags.index("--dataset_train_split") < flags.index(kgps[0])
+    assert flags[flags.index(kgps[0]) : flags.index(kgps[0]) + len(kgps)] == kgps  # then TRL's
+    for refused in REFUSED_FLAGS:
+        assert refused not in flags
+
+
+@pytest.mark.parametrize("arg", ["--dataset_streaming", "--dataset-streaming=true", "--shuffle_dataset"])
+def test_train_refuses_flags_it_cannot_use_with_the_reason(arg, tmp_path):
+    with pytest.raises(SystemExit, match=r"trl-kgps train: --\w+ is not available here: .+\. Leave it out\.$"):
+        main(["train", "--output_dir", str(tmp_path), arg])
+    assert not any(tmp_path.iterdir())

@@ -52,6 +52,21 @@ def test_non_binary_rewards_warn_once_with_the_fix(caplog):
     assert "success_reward" in caplog.text
 
 
+def test_rewards_above_1_warn_that_a_partial_credit_of_1_succeeds(caplog):
+    rule = SuccessRule(["score"], [1.0], None, 0.5)  # a 0-10 scale whose partial credit is 1
+    with caplog.at_level(logging.WARNING):
+        success, _ = rule(np.array([[0.0], [1.0]]))  # indistinguishable from 0/1 rewards: no warning yet
+        assert not caplog.text
+        success, _ = rule(np.array([[0.0], [1.0], [10.0]]))
+    assert success.tolist() == [False, True, True]
+    assert caplog.text.count("KGPS reads rewards up to 10 and counts a completion as a success when score >= 0.5") == 1
+    assert "set success_threshold to the least reward a correct answer gets (e.g. 10)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        SuccessRule(["score"], [1.0], None, 10.0)(np.array([[0.0], [1.0], [10.0]]))  # the fix: no warning about it
+    assert "partial credit" not in caplog.text
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_spearman_matches_scipy_with_ties(seed):
     rng = np.random.default_rng(seed)

@@ -87,31 +87,78 @@ def test_the_state_round_trips_and_a_bad_one_is_refused_before_anything_changes(
         ("times_selected", state["times_selected"] + 1),
         ("observed", np.zeros(5, dtype=bool)),
         ("last_scored", np.array([0, 1, 99])),
+        ("pending_lags", np.array([0])),
+        ("pending_lags", np.array([-1, 0])),
+        ("pending_select_seconds", np.array([0.1, -1.0])),
+        ("pending_select_seconds", np.array([0, 1])),
+        ("recent_batches", np.array([[0, 1, 12]])),
+        ("recent_batches", np.array([[0, 1, 1]])),
+        ("recent_batches", np.tile([0, 1, 2], (5, 1))),  # more than an epoch's worth (4 batches)
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=key):
             fresh.load_state_dict({**state, key: bad})
         assert fresh.batches_chosen == 0 and not fresh.pending and fresh.last_scored is None
+        assert not fresh.recent.batches and fresh.recent.unique_prompts == 0
+
+
+def scored_rounds(r, schedule, outcomes):
+    """Plays `schedule` on `r`: "c" chooses a batch, "s" scores the oldest pending one; the scored batches."""
+    scored = []
+    for step in schedule:
+        if step == "c":
+            r.choose()
+        else:
+            scored.append(r.score(r.pending[0].indices, *outcomes[len(scored) % len(outcomes)]))
+    return scored
+
+
+def test_the_locking_metrics_and_pending_batches_continue_after_a_round_trip_as_without_one():
+    outcomes = [([0, 1, 2], [2, 2, 2]), ([2, 0, 1], [2, 2, 2]), ([1, 1, 0], [2, 1, 2])]
+    # Lag 1 through the warmup's two batches and after, then lag 0 (a batch may repeat the last), then lag 1 again.
+    before, after = "ccscscs", "scscscsccscscs"
+    straight, interrupted, resumed = (rounds(num_prompts=9, warmup_batches=2, seed=3) for _ in range(3))
+    scored_rounds(straight, before, outcomes)
+    scored_rounds(interrupted, before, outcomes)
+    saved = [(p.indices.tolist(), p.lag, p.select_seconds) for p in interrupted.pending]
+    assert [lag for _, lag, _ in saved] == [1] and saved[0][2] is not None
+    state, selector_state = interrupted.state_dict(), interrupted.selector.state_dict()
+
+    resumed.load_state_dict(state)
+    resumed.selector.load_state_dict(selector_state)
+    assert [(p.indices.tolist(), p.lag, p.select_seconds) for p in resumed.pending] == saved
+
+    def locking(scored):
+        return [(s.indices.tolist(), s.chosen.lag, s.repeats, s.unique_prompts) for s in scored]
+
+    expected = locking(scored_rounds(straight, after, outcomes))
+    assert locking(scored_rounds(resumed, after, outcomes)) == expected
+    assert {lag for _, lag, _, _ in expected} == {0, 1} and 0 < max(r for _, _, r, _ in expected) < 1
+    assert len({u for _, _, _, u in expected}) > 1, "the window's distinct prompts never changed"
+
+    old = {key: value for key, value in state.items() if not key.startswith(("pending_", "recent_"))}
+    resumed.load_state_dict(old)  # as trl-kgps 0.1 and 0.2 saved it: no lags, selection times or window
+    assert [(p.lag, p.select_seconds) for p in resumed.pending] == [(0, None)] and not resumed.recent.batches
 
 
 def test_a_batch_larger_than_the_dataset_is_refused():
-    with pytest.raises(ValueError, match="needs 8 distinct prompts, but the dataset has only 4"):
+    with pytest.raises(
+        ValueError, match=r"needs 8 distinct prompts \(per_device_train_batch_size x .*\) and the dataset has 4: use"
+    ):
         rounds(num_prompts=4, batch_size=8)
 
 
 def test_a_scored_batchs_metrics_by_hand():
     from scipy.stats import spearmanr
 
-    from trl_kgps._metrics import RecentBatches, batch_metrics
+    from trl_kgps._metrics import batch_metrics
 
     r = rounds(num_prompts=8, batch_size=4)
-    recent = RecentBatches(8, 2)
     first = r.choose()
     batch = r.choose()
     r.score(first, [0, 0, 0, 0], [2, 2, 2, 2])
-    recent.add(first)
     r.pending[0].predicted = np.array([0.2, 0.4, 0.6, 0.3])  # as if the beliefs had spread
     scored = r.score(batch, [0, 1, 2, 3], [0, 2, 4, 4])  # the first prompt unscored
-    metrics = batch_metrics(scored, recent, r.coverage, nis=1.5)
+    metrics = batch_metrics(scored, r.coverage, nis=1.5)
     predicted, empirical = scored.predicted[1:], np.array([0.5, 0.5, 0.75])
     assert metrics["kgps/lag"] == 1 and metrics["kgps/repeats"] == 0.0 and metrics["kgps/unique_prompts"] == 8
     assert metrics["kgps/coverage"] == 7 / 8 and metrics["kgps/nis"] == 1.5

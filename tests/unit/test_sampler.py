@@ -91,7 +91,9 @@ def test_a_state_for_another_batch_size_is_refused(shape):
 
 
 def test_a_dataset_smaller_than_a_batch_or_a_selector_of_another_size_is_refused():
-    with pytest.raises(ValueError, match="needs 8 distinct prompts, but the dataset has only 4"):
+    with pytest.raises(
+        ValueError, match=r"needs 8 distinct prompts \(per_device_train_batch_size x .*\) and the dataset has 4: use"
+    ):
         KGPSRepeatSampler(range(4), 2, 8)
     with pytest.raises(ValueError, match="tracks 5 prompts but the dataset has 9"):
         KGPSRepeatSampler(range(9), 2, 3, selector=KGPSSelector(5))

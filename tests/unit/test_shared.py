@@ -224,7 +224,14 @@ def test_the_card_and_the_metrics_say_what_was_shared():
 
     def card(selector):
         return card_section(
-            selector, selector.config, batches_chosen=1, warmup_batches=0, observed=1, metrics={}, location="out"
+            selector,
+            selector.config,
+            batches_chosen=1,
+            batches_scored=1,
+            warmup_batches=0,
+            observed=1,
+            metrics={},
+            location="out",
         )
 
     level = np.array(["easy", "hard"] * 5)
@@ -238,7 +245,9 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     assert "nothing (one independent filter per prompt)" in card(KGPSSelector(10, KGPSConfig.paper()))
 
     chosen = Pending(indices=np.array([0, 1, 2]), predicted=np.full(3, 0.5), lag=0, select_seconds=None)
-    scored = Scored(chosen, successes=np.array([8, 0, 7]), trials=np.array([8, 8, 8]), warmup=False, skipped=0)
+    scored = Scored(
+        chosen, np.array([8, 0, 7]), np.array([8, 8, 8]), warmup=False, skipped=0, repeats=0.0, unique_prompts=3
+    )
     metrics = shared_metrics(by_level, scored)
     assert metrics["kgps/residual_prior"] == by_level.residual_prior
     assert metrics["kgps/group/level=easy/observed_success"] == pytest.approx(15 / 16)
