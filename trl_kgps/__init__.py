@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from .config import KGPSConfig
+from ._plots import plot_rollouts
 from .hub import difficulty_table, load_selector
 from .selectors import KGPSSelector
 
@@ -23,6 +24,7 @@ __all__ = [
     "__version__",
     "difficulty_table",
     "load_selector",
+    "plot_rollouts",
 ]
 
 # The estimator is numpy only; the TRL integration imports torch and transformers on first use.

@@ -1,6 +1,7 @@
 """Matplotlib for the figures the commands write: headless, and optional (`pip install 'trl-kgps[plots]'`)."""
 
 import logging
+import re
 
 
 logger = logging.getLogger(__name__)
@@ -39,3 +40,83 @@ def compact_number(value: float, _position=None) -> str:
         if abs(value) >= scale:
             return f"{value / scale:g}{suffix}"
     return f"{value:g}"
+
+
+def plot_rollouts(
+    table, groups=None, *, group_name: str = "group", bins: int = 5, title: str = "Where the rollouts went"
+):
+    """
+    Where a run spent its rollouts: the mean number of times each prompt was selected, by group (e.g. difficulty
+    level) and by bin of predicted success, against what uniform sampling gives every prompt on the same run (the
+    same selections spread evenly over the pool: a dashed line). A selector that favours prompts whose rollouts
+    disagree puts its bars above the line where the predicted success is away from 0 and 1, and below it elsewhere.
+
+    Args:
+        table: a difficulty table, `KGPSCallback.difficulty_table()` or `trl_kgps.difficulty_table(...)` (a
+            `datasets.Dataset`, a pandas `DataFrame` or a dict), with columns `times_selected` and
+            `predicted_success` (the prediction at the end of the run), one row per prompt.
+        groups (`Sequence`, *optional*): one label per prompt, in the table's order (e.g. `dataset["level"]`): adds
+            a panel by group, in sorted order of the labels.
+        group_name (`str`, *optional*, defaults to `"group"`): what the groups are, for the axis label.
+        bins (`int`, *optional*, defaults to `5`): equal-width bins of predicted success in `[0, 1]`.
+        title (`str`, *optional*): the figure's title.
+
+    Returns:
+        `matplotlib.figure.Figure`, or `None` without matplotlib.
+
+    Example:
+
+    ```python
+    >>> from trl_kgps import plot_rollouts
+    >>> plot_rollouts(kgps.difficulty_table(), groups=train_dataset["level"]).savefig("rollouts.png")
+    ```
+    """
+    import numpy as np
+
+    plt = pyplot()
+    if plt is None:
+        return None
+    times = np.asarray(table["times_selected"], dtype=np.float64)  # (N,)
+    success = np.asarray(table["predicted_success"], dtype=np.float64)  # (N,), probabilities
+    if groups is not None and len(groups) != times.size:
+        raise ValueError(
+            f"groups has {len(groups)} labels for a table of {times.size} prompts: pass one label per prompt, in the "
+            "table's order (e.g. train_dataset['level'])."
+        )
+    uniform = times.mean()  # every prompt's count under uniform sampling, the same total spread evenly
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.searchsorted(edges, success, side="right") - 1, 0, bins - 1)  # e.g. 0.25 -> bin 2 of 10
+    panels = [
+        (
+            [f"{edges[b]:.1f}-{edges[b + 1]:.1f}" for b in range(bins)],
+            [which == b for b in range(bins)],
+            "predicted success at the end of the run",
+        )
+    ]
+    if groups is not None:
+        labels = np.asarray([str(label) for label in groups])
+        names = sorted(set(labels.tolist()), key=natural_key)
+        panels.insert(0, (names, [labels == name for name in names], group_name))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1, 4.4), squeeze=False)
+    for ax, (names, masks, x_label) in zip(axes[0], panels):
+        counts = [int(mask.sum()) for mask in masks]
+        means = [times[mask].mean() if mask.any() else 0.0 for mask in masks]
+        positions = np.arange(len(names))
+        ax.bar(positions, means, color="tab:blue", label="this run, mean per prompt (p: mean predicted success)")
+        ax.axhline(uniform, color="black", linestyle="--", linewidth=1.2, label="uniform sampling on the same run")
+        for x, mask, mean in zip(positions, masks, means):
+            if mask.any():  # the group's mean predicted success, which explains its bar
+                ax.annotate(f"p={success[mask].mean():.2f}", (x, mean), ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(positions, [f"{name}\n{count} prompts" for name, count in zip(names, counts)], fontsize=8)
+        ax.set(xlabel=x_label, ylabel="times selected per prompt")
+        ax.set_ylim(0, 1.12 * max(max(means), uniform))
+    handles, legend_labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, legend_labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=2, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0, 1, 0.87))
+    return fig
+
+
+def natural_key(label: str) -> list:
+    """Sorts labels with numbers in them by those numbers: "level 2" before "level 10", then as text."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", label)]

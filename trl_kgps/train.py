@@ -34,7 +34,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from ._plots import pyplot
+from ._plots import natural_key, plot_rollouts, pyplot
 from ._report import last_metrics
 from .callback import KGPSCallback
 from .config import KGPSConfig
@@ -226,16 +226,25 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     after = _accuracy(trainer.model, tokenizer, eval_dataset, script_args, training_args)
 
-    summary = _summary(trainer, kgps, before, after, script_args.selector)
+    levels = train_dataset["level"] if "level" in train_dataset.column_names else None
+    level_names = arithmetic.LEVEL_NAMES if script_args.dataset_name is None else {}
+    summary = _summary(trainer, kgps, before, after, script_args.selector, levels, level_names)
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         _write_model_card(trainer, training_args, script_args.dataset_name, model_args.model_name_or_path is None)
         with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
-        levels = train_dataset["level"] if "level" in train_dataset.column_names else None
+        labels = None if levels is None else [_level_label(level, level_names) for level in levels]
         warmup_steps = kgps.sampler.warmup_batches * training_args.steps_per_generation * trainer.num_iterations
-        plotted = _plot(trace, levels, os.path.join(training_args.output_dir, "kgps_difficulty.png"), warmup_steps)
-        print(_format(summary, training_args.output_dir, plotted))
+        figures = [
+            name
+            for name, written in (
+                ("kgps_difficulty.png", _plot(trace, labels, training_args.output_dir, warmup_steps)),
+                ("kgps_rollouts.png", _plot_rollouts(kgps, labels, training_args.output_dir, script_args.selector)),
+            )
+            if written
+        ]
+        print(_format(summary, training_args.output_dir, figures))
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     return summary
@@ -330,53 +339,93 @@ def _accuracy(model, tokenizer, eval_dataset, script_args, training_args) -> dic
     return {"all": float(rates.mean()), **{f"level {k}": float(rates[levels == k].mean()) for k in np.unique(levels)}}
 
 
-def _summary(trainer, kgps: KGPSCallback, before: dict | None, after: dict | None, selector: str) -> dict:
+def _summary(
+    trainer,
+    kgps: KGPSCallback,
+    before: dict | None,
+    after: dict | None,
+    selector: str,
+    levels: Sequence | None,
+    level_names: dict,
+) -> dict:
     log = trainer.state.log_history
     last = {**last_metrics(log), "reward": last_metrics(log, "reward").get("reward", (float("nan"), None))}
-    return {
+    summary = {
         "selector": selector,
         "steps": trainer.state.global_step,
         "rollouts": kgps.rollouts,
         "accuracy_before": before,
         "accuracy_after": after,
-        "kgps": {key: round(float(value), 4) for key, (value, _) in last.items()},
+        "kgps": {key: float(value) for key, (value, _) in last.items()},
         "coverage": kgps.coverage,
         "threads": torch.get_num_threads(),
+        "level_names": {str(level): name for level, name in level_names.items()},
     }
+    if levels is not None:
+        # Where the rollouts went: the mean times a prompt of each level was selected, against uniform sampling's
+        # (the same selections spread evenly: the mean over all prompts).
+        times, levels = kgps.sampler.times_selected, np.asarray(levels)
+        summary["times_selected_per_prompt"] = {
+            "uniform": float(times.mean()),
+            **{f"level {level}": float(times[levels == level].mean()) for level in np.unique(levels)},
+        }
+    return summary
 
 
-def _format(summary: dict, output_dir: str, plotted: bool) -> str:
+def _level_label(level, level_names: dict) -> str:
+    """e.g. `level 1: a+b` for the built-in task's level 1, `level 3` for a dataset's."""
+    name = level_names.get(level) or level_names.get(str(level))
+    return f"level {level}" + (f": {name}" if name else "")
+
+
+def _group_label(group: str, level_names: dict) -> str:
+    """e.g. `level=1 (a+b)` for the built-in task's level 1; other groups as KGPS names them."""
+    column, _, value = group.partition("=")
+    name = level_names.get(value) if column == "level" else None
+    return f"{group} ({name})" if name else group
+
+
+def _format(summary: dict, output_dir: str, figures: Sequence[str]) -> str:
+    names = summary["level_names"]
+
+    def label(key: str) -> str:  # "level 1" -> "level 1: a+b" for the built-in task
+        return _level_label(key.removeprefix("level "), names) if key.startswith("level ") else key
+
     lines = [f"\n{'=' * 30} trl-kgps train: summary {'=' * 30}"]
     lines.append(f"selector {summary['selector']}: {summary['steps']} steps, {summary['rollouts']} rollouts")
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     if before is not None:
         lines.append("held-out accuracy (sampled):")
-        lines += [f"  {key:<8} {before[key]:.3f} -> {after[key]:.3f}" for key in before]
+        width = max(len(label(key)) for key in before)
+        lines += [f"  {label(key):<{width}}  {before[key]:.3f} -> {after[key]:.3f}" for key in before]
+    if "times_selected_per_prompt" in summary:
+        times = dict(summary["times_selected_per_prompt"])
+        lines.append(f"times selected per prompt (uniform sampling: {times.pop('uniform'):.2f} each):")
+        lines.append("  " + ", ".join(f"{label(key)} {value:.2f}" for key, value in times.items()))
     metrics = {key.removeprefix("kgps/"): value for key, value in summary["kgps"].items()}
     groups: dict[str, dict[str, float]] = {}
     for key in [key for key in metrics if key.startswith("group/")]:
         group, _, name = key.removeprefix("group/").rpartition("/")
         groups.setdefault(group, {})[name.removesuffix("_success")] = metrics.pop(key)
-    lines.append("last KGPS metrics: " + ", ".join(f"{key} {value:g}" for key, value in metrics.items()))
+    lines.append("last KGPS metrics: " + ", ".join(f"{key} {value:.4g}" for key, value in metrics.items()))
     if groups:
         lines.append("success by group, last logged (predicted by the shared part / observed):")
+        width = max(len(_group_label(group, names)) for group in groups)
         lines += [
-            f"  {group:<8} {values.get('predicted', float('nan')):.3f} / {values.get('observed', float('nan')):.3f}"
+            f"  {_group_label(group, names):<{width}}  {values.get('predicted', float('nan')):.3f} / "
+            f"{values.get('observed', float('nan')):.3f}"
             for group, values in groups.items()
         ]
-    files = ["the model", "kgps_state.npz", "README.md", "kgps_summary.json"] + ["kgps_difficulty.png"] * plotted
+    files = ["the model", "kgps_state.npz", "README.md", "kgps_summary.json", *figures]
     lines.append(f"wrote {', '.join(files[:-1])} and {files[-1]} to {output_dir}")
     return "\n".join(lines)
 
 
-# The built-in task's levels (trl_kgps.tasks.arithmetic), for the plot's legend.
-LEVEL_NAMES = {1: "a+b", 2: "a+b+c", 3: "a+b+c+d", 4: "ab+cd"}
-
-
-def _plot(trace: DifficultyTrace, levels, path: str, warmup_steps: int = 0) -> bool:
+def _plot(trace: DifficultyTrace, labels: Sequence[str] | None, output_dir: str, warmup_steps: int = 0) -> bool:
     """
-    Mean predicted success of each level's prompts (or of all prompts, with its quartiles) against the step; whether
-    the figure was written (not without matplotlib, nor when the run never left a warmup).
+    `kgps_difficulty.png`: the mean predicted success of each level's prompts (`labels`, one per prompt), or of all
+    prompts with its quartiles, against the step; whether it was written (not without matplotlib, nor when the run
+    never left a warmup).
     """
     plt = pyplot()
     if plt is None:
@@ -386,16 +435,14 @@ def _plot(trace: DifficultyTrace, levels, path: str, warmup_steps: int = 0) -> b
         return False
     snapshots = np.stack(trace.snapshots)  # (T, N)
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
-    if levels is None:
+    if labels is None:
         low, median, high = np.quantile(snapshots, [0.25, 0.5, 0.75], axis=1)
         ax.fill_between(trace.steps, low, high, alpha=0.3, label="quartiles")
         ax.plot(trace.steps, median, label="median")
     else:
-        levels = np.asarray(levels)
-        for level in np.unique(levels):
-            name = LEVEL_NAMES.get(int(level), "")
-            label = f"level {level}" + (f": {name}" if name else "")
-            ax.plot(trace.steps, snapshots[:, levels == level].mean(axis=1), label=label)
+        labels = np.asarray(labels)
+        for label in sorted(set(labels.tolist()), key=natural_key):
+            ax.plot(trace.steps, snapshots[:, labels == label].mean(axis=1), label=label)
     if warmup_steps:
         ax.axvspan(0, warmup_steps, color="grey", alpha=0.15, label="uniform warmup")
     ax.set_xlabel("step")
@@ -404,6 +451,17 @@ def _plot(trace: DifficultyTrace, levels, path: str, warmup_steps: int = 0) -> b
     ax.set_title("How the selector's difficulty estimates evolved")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(os.path.join(output_dir, "kgps_difficulty.png"), dpi=80)
     plt.close(fig)
+    return True
+
+
+def _plot_rollouts(kgps: KGPSCallback, labels: Sequence[str] | None, output_dir: str, selector: str) -> bool:
+    """`kgps_rollouts.png`: where the run's rollouts went, by level and by predicted success; whether it was written."""
+    title = f"Where the rollouts went (trl-kgps train --selector {selector})"
+    figure = plot_rollouts(kgps.difficulty_table(), labels, group_name="level", title=title)
+    if figure is None:
+        return False
+    figure.savefig(os.path.join(output_dir, "kgps_rollouts.png"), dpi=80)
+    pyplot().close(figure)
     return True

@@ -69,10 +69,13 @@ def test_model_card_has_the_kgps_section_and_tags(saved):
     assert card.text.index("## KGPS") < card.text.index("## Citations"), "the section sits above the citations"
     sampler = kgps.sampler
     assert sampler.batches_chosen > sampler.warmup_batches
+    scored, ahead = kgps.rounds.batches_scored, sampler.batches_chosen - kgps.rounds.batches_scored
+    assert sampler.warmup_batches == 0  # CONFIG has the default's: no warmup
+    warmup = "all chosen by the selector"
     assert (
-        f"rounds: {sampler.batches_chosen} generation batches chosen, {sampler.warmup_batches} of them in the "
-        "uniform warmup" in section
-    )
+        f"rounds: {scored} generation batches rolled out and trained on, {warmup}; {ahead} more chosen but never "
+        "rolled out (the trainer asks for the next batch while the current one trains, and training stopped first)"
+    ) in section
     observed = round(kgps.coverage * NUM_PROMPTS)
     assert f"coverage: {observed} of {NUM_PROMPTS} prompts observed ({kgps.coverage:.1%})" in section
     for field in dataclasses.fields(CONFIG):

@@ -32,6 +32,9 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, mo
         main(["train", "--output_dir", str(tmp_path), *FEW_STEPS])
     printed = capsys.readouterr()
     assert "trl-kgps train: summary" in printed.out and "held-out accuracy" in printed.out
+    # Levels named by what they are.
+    assert "  level 4: ab+cd " in printed.out and "  level=4 (ab+cd) " in printed.out
+    assert "times selected per prompt (uniform sampling: " in printed.out
     # A progress bar and a summary, not a metric dict per log, nor transformers' deprecation warnings.
     assert "'loss'" not in printed.out + printed.err
     assert not [w for w in caught if "deprecated and will be removed in v6" in str(w.message)]
@@ -46,7 +49,10 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, mo
     assert 0.0 <= summary["accuracy_after"]["all"] <= 1.0
     assert "kgps/informative" in summary["kgps"]
 
-    for name in ("model.safetensors", "tokenizer.json", "kgps_state.npz", "kgps_difficulty.png"):
+    times = summary["times_selected_per_prompt"]
+    assert times["uniform"] == pytest.approx(7 * 4 / 16)  # 6 batches and the one chosen ahead, 4 of 16 prompts
+    assert set(times) == {"uniform", "level 1", "level 2", "level 3", "level 4"}
+    for name in ("model.safetensors", "tokenizer.json", "kgps_state.npz", "kgps_difficulty.png", "kgps_rollouts.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     card = (tmp_path / "README.md").read_text()
     assert "## KGPS" in card

@@ -1,6 +1,10 @@
 """The model card's words: its count of rounds and its quick start for a model without a chat template."""
 
+import pytest
+
+from trl_kgps import plot_rollouts
 from trl_kgps._report import _plain_text_quick_start, _rounds_line
+from trl_kgps.train import _format
 
 
 def test_the_rounds_line_explains_the_batch_chosen_ahead_and_the_warmup():
@@ -41,3 +45,40 @@ def test_the_quick_start_of_a_model_without_chat_template_continues_plain_text()
     assert 'output = generator("3+\\"5=", max_new_tokens=4, return_full_text=False)[0]' in code
     compile(code.removeprefix("python\n"), "quick start", "exec")
     assert _plain_text_quick_start("# A card with no quick start\n", "1+1=", 4) == "# A card with no quick start\n"
+
+
+def test_the_rollouts_figure_shows_each_groups_mean_against_uniforms():
+    pytest.importorskip("matplotlib")
+    table = {"times_selected": [6, 2, 4, 0, 3, 3], "predicted_success": [0.5, 0.1, 0.45, 0.95, 0.7, 0.3]}
+    figure = plot_rollouts(table, groups=["level 2", "level 10", "level 2", "level 10", "level 1", "level 1"], bins=2)
+    by_level, by_success = figure.axes
+    bars = [round(bar.get_height(), 6) for bar in by_level.patches]
+    assert [label.get_text() for label in by_level.get_xticklabels()] == [
+        "level 1\n2 prompts", "level 2\n2 prompts", "level 10\n2 prompts"
+    ]  # fmt: skip
+    assert bars == [3.0, 5.0, 1.0]  # the mean of each level's counts: (3+3)/2, (6+4)/2, (2+0)/2
+    assert by_level.lines[0].get_ydata()[0] == by_success.lines[0].get_ydata()[0] == 3.0  # uniform: 18 / 6
+    assert [round(bar.get_height(), 6) for bar in by_success.patches] == [
+        3.0,
+        3.0,
+    ]  # [0, 0.5): 2, 4, 3; [0.5, 1]: 6, 0, 3
+    with pytest.raises(ValueError, match="groups has 2 labels for a table of 6 prompts"):
+        plot_rollouts(table, groups=["a", "b"])
+
+
+def test_the_train_summary_prints_small_values_in_scientific_notation_and_names_the_levels():
+    summary = {
+        "selector": "kgps", "steps": 300, "rollouts": 19200, "level_names": {"1": "a+b", "4": "ab+cd"},
+        "accuracy_before": {"all": 0.5, "level 1": 0.4, "level 4": 0.1},
+        "accuracy_after": {"all": 0.6, "level 1": 0.5, "level 4": 0.1},
+        "times_selected_per_prompt": {"uniform": 4.7, "level 1": 6.19, "level 4": 2.2},
+        "kgps": {"kgps/process_noise": 4.23e-05, "kgps/delta_norm": 0.000423, "kgps/group/level=4/predicted_success": 0.1},
+    }  # fmt: skip
+    text = _format(summary, "out", ["kgps_rollouts.png"])
+    assert "last KGPS metrics: process_noise 4.23e-05, delta_norm 0.000423\n" in text
+    assert "  level 1: a+b    0.400 -> 0.500\n  level 4: ab+cd  0.100 -> 0.100\n" in text
+    assert (
+        "times selected per prompt (uniform sampling: 4.70 each):\n  level 1: a+b 6.19, level 4: ab+cd 2.20\n" in text
+    )
+    assert "  level=4 (ab+cd)  0.100 / nan\n" in text
+    assert text.endswith("wrote the model, kgps_state.npz, README.md, kgps_summary.json and kgps_rollouts.png to out")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 LEVELS = (1, 2, 3, 4)
+LEVEL_NAMES = {1: "a+b", 2: "a+b+c", 3: "a+b+c+d", 4: "ab+cd"}  # what each level's problems are, as in the table
 ALPHABET = "0123456789+="  # every character a prompt or an answer can hold
 
 
