@@ -2,8 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from .config import KGPSConfig
 from ._plots import plot_rollouts
+from .config import KGPSConfig
 from .hub import difficulty_table, load_selector
 from .selectors import KGPSSelector
 
