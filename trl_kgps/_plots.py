@@ -7,12 +7,16 @@ import re
 logger = logging.getLogger(__name__)
 
 
-def pyplot():
-    """`matplotlib.pyplot` on the non-interactive Agg backend, or None (with a warning) if matplotlib is missing."""
+def pyplot(headless: bool = True):
+    """
+    `matplotlib.pyplot`, on the non-interactive Agg backend for the commands (`headless`) or on the one already
+    chosen (a notebook's inline backend), or None (with a warning) if matplotlib is missing.
+    """
     try:
         import matplotlib
 
-        matplotlib.use("Agg")
+        if headless:
+            matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         logger.warning("matplotlib is not installed: no figures (pip install 'trl-kgps[plots]').")
@@ -73,7 +77,7 @@ def plot_rollouts(
     """
     import numpy as np
 
-    plt = pyplot()
+    plt = pyplot(headless=False)
     if plt is None:
         return None
     times = np.asarray(table["times_selected"], dtype=np.float64)  # (N,)

@@ -3,17 +3,19 @@
 
 With no `--model_name_or_path`, it builds a small Qwen2 from a config and a character tokenizer, warms it up on
 arithmetic for a few hundred supervised steps (so its success rates spread between 0 and 1), then trains it with
-`GRPOTrainer` + `KGPSCallback` on the package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in a
-few minutes, nothing downloaded. With `--model_name_or_path`, that model trains instead. With `--dataset_name`, a
-dataset with `prompt` and `solution` columns trains instead, rewarded by `trl.rewards.accuracy_reward` (math-verify).
+`GRPOTrainer` + `KGPSCallback` on the package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in
+about half a minute, nothing downloaded. With `--model_name_or_path`, that model trains instead. With
+`--dataset_name`, a dataset with `prompt` and `solution` columns trains instead, rewarded by
+`trl.rewards.accuracy_reward` (math-verify).
 
-It takes TRL's flags (`GRPOConfig`, `ModelConfig`), KGPS's (`KGPSConfig`) and `--selector`, and writes into
-`--output_dir` the model, `kgps_state.npz`, the model card (`README.md`, with a KGPS section), `kgps_summary.json`
-and `kgps_difficulty.png`. A dataset with a `level` column (the built-in one has it) shares what KGPS learns across
-the prompts of each level, unless `--feature_columns` names other columns (`--shared_variance 0`: nothing shared).
+It takes this command's flags, KGPS's (`KGPSConfig`) and TRL's (`GRPOConfig`, `ModelConfig`), and writes into
+`--output_dir` the model, `kgps_state.npz`, the model card (`README.md`, with a KGPS section), `kgps_summary.json`,
+`kgps_difficulty.png` and `kgps_rollouts.png` (where the rollouts went). A dataset with a `level` column (the
+built-in one has it) shares what KGPS learns across the prompts of each level, unless `--feature_columns` names
+other columns (`--shared_variance 0`: nothing shared).
 
 ```bash
-trl-kgps train                                   # the demo: about 2 minutes on 2 CPU cores
+trl-kgps train                                   # the demo: about half a minute on 2 idle CPU cores
 trl-kgps train --selector uniform --output_dir uniform  # the same run with TRL's order, to compare
 trl-kgps train --max_steps 600 --num_prompts 1024 --gamma 1.0
 ```

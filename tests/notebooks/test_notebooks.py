@@ -102,7 +102,7 @@ def test_quickstart(tmp_path):
     # The shown tables, the two figures, and the state saved and loaded back as push_to_hub would.
     for cell_id, shown in (("table", "target"), ("hardest", "Using the numbers")):
         assert all(text in outputs(cells, cell_id) for text in (shown, "predicted_success", "times_selected"))
-    assert figures(cells) == ["posterior", "metrics"]
+    assert figures(cells) == ["posterior", "rollouts", "metrics"]
     assert {"kgps_state.npz", "model.safetensors"} <= set(state["saved"])
     assert "same beliefs as the trained run: True" in outputs(cells, "load")
     assert state["same_beliefs"]
