@@ -18,6 +18,7 @@ across ranks.
 import copy
 import dataclasses
 import logging
+import math
 import os
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -224,6 +225,15 @@ class KGPSCallback(TrainerCallback):
             )
         self._delta = ParameterDelta(trainer.model.parameters(), self.config.delta_norm_sample, seed=args.seed)
         self._delta.reset()
+        # The trainer skips the steps it trained in the epoch it resumes (`global_step % steps_per_epoch`, as in
+        # `Trainer`), which the sampler replays; resumed from an epoch's last step, it skips none and starts the next.
+        dataloader = kwargs.get("train_dataloader")
+        batches = (
+            len(dataloader) if dataloader is not None else self.sampler.batches_per_epoch * self.sampler.repeat_count
+        )
+        steps_per_epoch = max(1, math.ceil(batches / args.gradient_accumulation_steps))
+        if args.ignore_data_skip or state.global_step % steps_per_epoch == 0:
+            self.sampler.start_next_epoch()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.trainer is not None:

@@ -119,6 +119,13 @@ class KGPSRepeatSampler(Sampler[int]):
                     for _ in range(self.mini_repeat_count):
                         yield index
 
+    def start_next_epoch(self) -> None:
+        """
+        Drops the replay that `load_state_dict` prepared: resumed from the last step of an epoch, the trainer skips
+        nothing and starts the next epoch, whose batches are chosen afresh.
+        """
+        self._replay = []
+
     def state_dict(self) -> dict[str, np.ndarray | int]:
         """
         The rounds' `state_dict()` (batches chosen, scored, pending with their predictions, lags and selection times,

@@ -60,11 +60,23 @@ def logged_metrics(kgps):
     ],
 )
 def test_resume_continues_exactly(tmp_path, tokenizer, name, selector, config):
+    assert_resumes_exactly(tmp_path, tokenizer, name, selector, config, at=4)
+
+
+@pytest.mark.parametrize("name, at", [("lag1", 3), ("lag1", 6), ("lag0", 6)])
+def test_resume_from_the_last_step_of_an_epoch_starts_the_next_epoch_exactly(tmp_path, tokenizer, name, at):
+    # lag1: 3 batches of 1 step an epoch; lag0: 3 batches of 2 steps. The trainer skips nothing and starts a new epoch.
+    assert_resumes_exactly(tmp_path, tokenizer, name, None, None, at=at)
+
+
+def assert_resumes_exactly(tmp_path, tokenizer, name, selector, config, at):
+    """A run stopped after step `at` and resumed from its checkpoint equals the run trained straight through."""
     num_prompts, args = CONFIGS[name]
+    args = {**args, "save_steps": at}
     straight = run(tmp_path / "straight", tokenizer, num_prompts, args, selector=selector, config=config)
-    first = run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=4, selector=selector, config=config)
-    assert (tmp_path / "split" / "checkpoint-4" / "kgps_state.npz").exists()
-    checkpoint = str(tmp_path / "split" / "checkpoint-4")
+    first = run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=at, selector=selector, config=config)
+    assert (tmp_path / "split" / f"checkpoint-{at}" / "kgps_state.npz").exists()
+    checkpoint = str(tmp_path / "split" / f"checkpoint-{at}")
     second = run(tmp_path / "split", tokenizer, num_prompts, args, resume=checkpoint, selector=selector, config=config)
 
     resumed = first.batches + second.batches

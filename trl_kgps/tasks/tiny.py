@@ -106,6 +106,10 @@ def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, max_lengt
     model.generation_config = GenerationConfig(
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None
     )
+    if model.config.tie_word_embeddings:
+        # The head is the embedding, so checkpoints do not hold it: told so, the Trainer re-ties it on resume instead
+        # of warning "There were missing keys in the checkpoint model loaded: ['lm_head.weight']".
+        model._keys_to_ignore_on_save = ["lm_head.weight"]
     return model
 
 
