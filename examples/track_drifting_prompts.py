@@ -29,7 +29,8 @@ def main():
     true_logit = rng.normal(-1.0, 2.0, args.num_prompts)
     selector = KGPSSelector(args.num_prompts, KGPSConfig(), seed=args.seed)
 
-    # Warmup epoch: every prompt rolled out once.
+    # A first look at every prompt, as the paper's warmup epoch takes (the default needs none: without it, unseen
+    # prompts start from what the shared part has learnt).
     k = np.full(args.num_prompts, args.rollouts)
     selector.initialize(np.arange(args.num_prompts), rng.binomial(k, 1 / (1 + np.exp(-true_logit))), k)
 

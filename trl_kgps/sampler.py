@@ -36,13 +36,14 @@ class KGPSRepeatSampler(Sampler[int]):
         repeat_count (`int`, *optional*, defaults to `1`): repetitions of each generation batch.
         selector (`KGPSSelector` or any `PromptSelector`, *optional*): chooses the prompts;
             `KGPSSelector(len(data_source))` by default.
-        warmup_epochs (`int`, *optional*, defaults to `1`): uniform epochs before the selector takes over.
+        warmup_epochs (`int`, *optional*): uniform epochs before the selector takes over; unset, the selector's
+            `config.warmup_epochs` (0 for `KGPSConfig()`, 1 for `KGPSConfig.paper()`), or 0 for a baseline.
         seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
 
     Example:
 
     ```python
-    >>> sampler = KGPSRepeatSampler(range(6), mini_repeat_count=2, batch_size=3, repeat_count=2)
+    >>> sampler = KGPSRepeatSampler(range(6), mini_repeat_count=2, batch_size=3, repeat_count=2, warmup_epochs=1)
     >>> list(sampler)  # warmup epoch: a permutation, as RepeatSampler
     [3, 3, 2, 2, 5, 5, 3, 3, 2, 2, 5, 5, 4, 4, 0, 0, 1, 1, 4, 4, 0, 0, 1, 1]
     ```
@@ -55,7 +56,7 @@ class KGPSRepeatSampler(Sampler[int]):
         batch_size: int,
         repeat_count: int = 1,
         selector: PromptSelector | None = None,
-        warmup_epochs: int = 1,
+        warmup_epochs: int | None = None,
         seed: int = 0,
     ):
         num_prompts = len(data_source)
@@ -66,6 +67,8 @@ class KGPSRepeatSampler(Sampler[int]):
                 f"The selector tracks {selector.num_prompts} prompts but the dataset has {num_prompts}. Build the "
                 "selector with `KGPSSelector(len(train_dataset))`."
             )
+        if warmup_epochs is None:
+            warmup_epochs = getattr(getattr(selector, "config", None), "warmup_epochs", 0)
         warmup_batches = warmup_epochs * (num_prompts // batch_size) if batch_size > 0 else 0
         self.rounds = Rounds(selector, batch_size, warmup_batches, seed)
         self.data_source = data_source
