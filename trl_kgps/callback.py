@@ -435,8 +435,10 @@ class KGPSCallback(TrainerCallback):
         add_to_card(os.path.join(trainer.args.output_dir, "README.md"), section, self._plain_text_prompt())
 
     def _plain_text_prompt(self) -> tuple[str, int] | None:
-        """For a tokenizer with no chat template, the card's quick start prompt (the first training prompt, if it is
-        text) and how many tokens to generate (the run's completion length); `None` for a chat model."""
+        """
+        For a tokenizer without a chat template: the card's quick start prompt (the first training prompt, if it is
+        text) and the tokens to generate (the run's completion length); `None` for a chat model.
+        """
         tokenizer = getattr(self.trainer.processing_class, "tokenizer", self.trainer.processing_class)
         if getattr(tokenizer, "chat_template", None) is not None:
             return None
