@@ -2,6 +2,8 @@
 
 import logging
 import re
+from collections.abc import Sequence
+from typing import Any
 
 
 logger = logging.getLogger(__name__)
@@ -47,7 +49,12 @@ def compact_number(value: float, _position=None) -> str:
 
 
 def plot_rollouts(
-    table, groups=None, *, group_name: str = "group", bins: int = 5, title: str = "Where the rollouts went"
+    table: Any,
+    groups: Sequence | None = None,
+    *,
+    group_name: str = "group",
+    bins: int = 5,
+    title: str = "Where the rollouts went",
 ):
     """
     Where a run spent its rollouts: the mean number of times each prompt was selected, by group (e.g. difficulty
@@ -77,6 +84,10 @@ def plot_rollouts(
     """
     import numpy as np
 
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ValueError(
+            f"bins={bins!r} must be a positive integer, the number of bins of predicted success (e.g. 5)."
+        )
     plt = pyplot(headless=False)
     if plt is None:
         return None
@@ -89,7 +100,7 @@ def plot_rollouts(
         )
     uniform = times.mean()  # every prompt's count under uniform sampling, the same total spread evenly
     edges = np.linspace(0.0, 1.0, bins + 1)
-    which = np.clip(np.searchsorted(edges, success, side="right") - 1, 0, bins - 1)  # e.g. 0.25 -> bin 2 of 10
+    which = np.clip(np.searchsorted(edges, success, side="right") - 1, 0, bins - 1)  # 5 bins: 0.25 -> 1, 1.0 -> 4
     panels = [
         (
             [f"{edges[b]:.1f}-{edges[b + 1]:.1f}" for b in range(bins)],

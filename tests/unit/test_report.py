@@ -64,6 +64,8 @@ def test_the_rollouts_figure_shows_each_groups_mean_against_uniforms():
     ]  # [0, 0.5): 2, 4, 3; [0.5, 1]: 6, 0, 3
     with pytest.raises(ValueError, match="groups has 2 labels for a table of 6 prompts"):
         plot_rollouts(table, groups=["a", "b"])
+    with pytest.raises(ValueError, match="bins=0 must be a positive integer"):
+        plot_rollouts(table, bins=0)
 
 
 def test_the_train_summary_prints_small_values_in_scientific_notation_and_names_the_levels():
