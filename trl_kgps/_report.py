@@ -204,7 +204,7 @@ def _loading_snippet(name: str, is_kgps: bool, location: str) -> list[str]:
         *imports,
         "",
         f'selector = {name}.from_pretrained("{location}")',
-        f'table = difficulty_table("{location}")  # index, predicted_success, variance, times_selected per prompt',
+        f'table = difficulty_table("{location}")  # a row per prompt: predicted success, variance, times selected',
         "```",
     ]
 

@@ -405,8 +405,9 @@ class KGPSCallback(TrainerCallback):
         The per-prompt difficulty table of this run so far, as a `datasets.Dataset` with one row per prompt:
         `index`, `prompt` (from the train dataset's `"prompt"` column; a conversation becomes the text of its last
         user message; absent if the dataset has no such column), `predicted_success`, `variance` (the logit variance;
-        NaN for the baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included).
-        A saved run's is `trl_kgps.difficulty_table(output_dir_or_repo_id)`.
+        NaN for the baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included);
+        for a run that shares by categorical `feature_columns`, also `group`, `group_predicted_success` and
+        `own_logit`. A saved run's is `trl_kgps.difficulty_table(output_dir_or_repo_id)`.
         """
         if self.sampler is None:
             raise RuntimeError(

@@ -33,10 +33,11 @@ class KGPSConfig:
     Configuration of [`KGPSSelector`]: the measured default, the paper's method and their ablations.
 
     `KGPSConfig()` is the default: the paper's filter and utility (`gamma=0.1`, a five-point Gauss–Hermite
-    posterior-expected `p(1-p)`) with four departures, each measured (docs/algorithm.md): no warmup epoch, the exact
-    binomial update, a factor shared across prompts (by the dataset's `feature_columns`, e.g. `["level"]`, or one
-    factor for the whole pool; its residual prior learnt online), and a batch drawn over the whole pool in proportion
-    to the utility instead of the top-B. `KGPSConfig.paper()` is the paper's method exactly (App. B:
+    posterior-expected `p(1-p)`) with four modelling departures, each measured (docs/algorithm.md): no warmup epoch,
+    the exact binomial update, a factor shared across prompts (by the dataset's `feature_columns`, e.g. `["level"]`,
+    or one factor for the whole pool; its residual prior learnt online), and a batch drawn over the whole pool in
+    proportion to the utility instead of the top-B; and the update norm measured on a 1 % sample of the parameters
+    (`delta_norm_sample=0.01`; the paper's, exact, is 1). `KGPSConfig.paper()` is the paper's method exactly (App. B:
     `initial_variance=1.0`, one warmup epoch, the top-B over all prompts). Every field name is distinct from
     `trl.GRPOConfig`'s, so both parse together: `TrlParser((GRPOConfig, KGPSConfig))`.
 
@@ -62,9 +63,10 @@ class KGPSConfig:
     initial_variance: float = field(
         default=1.0,
         metadata={
-            "help": "Logit variance P0 of every prompt before its first observation, set again when its warmup "
-            "observation arrives (paper App. B: 1.0). With shared_variance > 0 it is the prior variance of the "
-            "prompt's own residual, around what its features predict, where residual_adaptation starts from."
+            "help": "With shared_variance > 0 (the default): the prior variance of a prompt's own logit residual, "
+            "around what its features predict, where residual_adaptation starts from. With shared_variance 0 (the "
+            "paper): the logit variance P0 of every prompt before its first observation, set again when its warmup "
+            "observation arrives (paper App. B: 1.0)."
         },
     )
     warmup_epochs: int = field(
@@ -72,7 +74,8 @@ class KGPSConfig:
         metadata={
             "help": "Epochs of uniform prompt sampling that initialise each prompt's logit mean before KGPS starts "
             "selecting (prompt-selection warmup, unrelated to learning-rate warmup). The paper uses 1; 0 (the "
-            "default) selects from the first batch, every prompt starting at mean 0, variance initial_variance."
+            "default) selects from the first batch, every prompt starting from the shared prior (mean 0, variance "
+            "shared_variance + initial_variance), which then follows what its group has shown."
         },
     )
     observation: str = field(

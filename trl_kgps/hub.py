@@ -62,7 +62,8 @@ def difficulty_table(
     """
     The per-prompt difficulty table of a saved run, as a `datasets.Dataset` with one row per prompt: `index`,
     `prompt` (only when `prompts` is given), `predicted_success`, `variance` (the logit variance; NaN for the
-    baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included). A live run's
+    baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included); for a run that
+    shared by categorical `feature_columns`, also `group`, `group_predicted_success` and `own_logit`. A live run's
     is `KGPSCallback.difficulty_table()`.
 
     Args:
