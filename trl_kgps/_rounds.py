@@ -206,11 +206,9 @@ class Rounds:
         self.selector.predict(delta_norm)
         return True
 
-    def drop_pending(self) -> int:
-        """Forgets the batches awaiting rewards, e.g. chosen ahead by a `train()` that ended first; how many."""
-        dropped = len(self.pending)
+    def drop_pending(self) -> None:
+        """Forgets the batches awaiting rewards, e.g. chosen ahead by a `train()` that ended first."""
         self.pending.clear()
-        return dropped
 
     # State ---------------------------------------------------------------------------------------------------
 

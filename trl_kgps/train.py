@@ -124,12 +124,13 @@ class TrainScriptArguments(SelectorArguments):
 
 
 # Flags of TRL's parsers that this command cannot use, and why: refused before anything is built.
+_SHUFFLING = "KGPS chooses the order of the prompts, so TRL's shuffling would be ignored"
 REFUSED_FLAGS = {
     "--dataset_streaming": "KGPS selects prompts by their dataset index, which a streamed dataset does not have",
     "--dataset_test_split": "held-out accuracy is measured on the built-in task only",
     "--ignore_bias_buffers": "it is a DDP workaround of TRL's scripts that this command does not read",
-    "--shuffle_dataset": "KGPS chooses the order of the prompts, so TRL's shuffling would be ignored",
-    "--no_shuffle_dataset": "KGPS chooses the order of the prompts, so TRL's shuffling would be ignored",
+    "--shuffle_dataset": _SHUFFLING,
+    "--no_shuffle_dataset": _SHUFFLING,
 }
 
 

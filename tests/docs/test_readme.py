@@ -46,15 +46,20 @@ def numbers(line: str) -> np.ndarray:
     return np.array([float(x) for x in re.findall(r"(?<![\w.])-?\d+\.\d+(?:e-?\d+)?", line)])
 
 
+def without_time(line: str) -> str:
+    """`line` with the value of `select_ms`, a time, left out."""
+    return re.sub(r"select_ms [\d.e-]+", "select_ms", line)
+
+
 def assert_shows(expected: list[str], printed: list[str]) -> None:
     """
     Every README line is printed, as it is (a time aside) where the README was printed; elsewhere, its held-out
     accuracies and times selected within the stated spread.
     """
     if HERE == PRINTED_ON:
-        untimed = [re.sub(r"select_ms [\d.e-]+", "select_ms", line) for line in printed]
+        untimed = [without_time(line) for line in printed]
         for line in expected:
-            assert re.sub(r"select_ms [\d.e-]+", "select_ms", line) in untimed
+            assert without_time(line) in untimed
         return
     for line in expected:
         if "->" in line:
