@@ -5,6 +5,7 @@ the shared factor and every residual, and its feature rows against their definit
 
 import numpy as np
 import pytest
+from reference import gauss_hermite_utility
 
 from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.selectors._binomial import posterior_moments
@@ -85,6 +86,25 @@ def test_a_level_s_unobserved_prompts_follow_its_observed_ones():
     assert (after[3:10] > before[3:10] + 0.1).all()  # its unseen prompts rise
     np.testing.assert_allclose(after[10:], after[10], rtol=1e-12)  # the other levels move together, and less
     assert abs(after[10] - before[10]) < after[3] - before[3]
+
+
+@pytest.mark.parametrize("features", [None, "level"])
+def test_scores_and_the_top_b_see_the_shared_part(features):
+    # The utility of every prompt is taken on its whole belief, shared part included: a level observed easy scores
+    # low on its unseen prompts too, and the top-B follows. (The per-prompt filter's cached ranking sees only the
+    # residuals, so a shared selector must not use it.)
+    level, _ = _pool()
+    config = KGPSConfig(selection="top", feature_columns=None if features is None else [features])
+    selector = KGPSSelector(level.size, config, features=None if features is None else {"level": level})
+    selector.predict(0.3)
+    selector.update([0, 1, 2, 10], successes=[8, 8, 7, 4], trials=[8, 8, 8, 8])
+    want = [gauss_hermite_utility(float(m), float(P)) for m, P in zip(selector.mean, selector.variance)]
+    np.testing.assert_allclose(selector.scores(), want, rtol=2e-5)
+    top = selector.select(6)
+    rest = np.setdiff1d(np.arange(level.size), top)
+    assert selector.scores()[top].min() >= selector.scores()[rest].max()
+    if features:
+        assert not np.isin(top, np.arange(10)).any()  # level 0 looks solved: none of its prompts is near the top
 
 
 def test_over_a_run_the_mean_field_filter_stays_close_to_the_exact_joint_filter():

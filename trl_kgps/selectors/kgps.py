@@ -341,8 +341,11 @@ class KGPSSelector(FromPretrainedMixin):
 
     @property
     def _uses_ranking(self) -> bool:
-        """Whether scores are the paper's, on beliefs that change only where observed (the exact fast top-B)."""
-        return self.config.objective == "variance" and self.config.shared_drift == 0
+        """
+        Whether scores are the paper's, on beliefs that change only where observed (the exact fast top-B): the
+        per-prompt filter only, since an update of the shared part moves every prompt of its group.
+        """
+        return self._shared is None and self.config.objective == "variance" and self.config.shared_drift == 0
 
     def _score(self, indices: np.ndarray) -> np.ndarray:
         """The objective's posterior expectation for `indices` (float64 of shape `(n,)`)."""
