@@ -70,9 +70,11 @@ def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
     """
     For a KGPS selector with a shared factor: `kgps/residual_prior` (the learnt prior variance of the residual of a
     prompt not yet seen) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
-    `kgps/group/<group>/predicted_success` (what the shared part predicts for the group, after this batch) for every
-    group and `kgps/group/<group>/observed_success` (the pooled `s / k` of this batch's prompts of the group) for the
-    groups the batch observed.
+    `kgps/group/<group>/predicted_success` (what the shared part predicts for the group, after this batch) and
+    `kgps/group/<group>/batch_share` (the share of this batch's prompts from the group: set beside the group's share of
+    the pool, a group the selector has stopped drawing shows here, while its prediction, which only its own outcomes
+    correct, may be stale) for every group, and `kgps/group/<group>/observed_success` (the pooled `s / k` of this
+    batch's prompts of the group) for the groups the batch observed.
     """
     shared = selector.shared
     metrics = {"kgps/residual_prior": selector.residual_prior}
@@ -83,6 +85,8 @@ def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
         f"kgps/group/{name}/predicted_success": float(p) for name, p in zip(design.names, shared.group_success())
     }
     cell = design.cell[scored.indices]
+    chosen = np.bincount(cell, minlength=design.num_cells)
+    metrics |= {f"kgps/group/{name}/batch_share": float(n / cell.size) for name, n in zip(design.names, chosen)}
     successes = np.bincount(cell, weights=scored.successes, minlength=design.num_cells)
     trials = np.bincount(cell, weights=scored.trials, minlength=design.num_cells)
     for c in np.flatnonzero(trials):

@@ -47,6 +47,7 @@ def test_a_run_sharing_by_level_resumes_exactly_and_reports_its_groups(tmp_path,
     np.testing.assert_array_equal(selector.shared.design.cell, np.arange(12) % 3)
     logged = {key for record in straight_trainer.state.log_history for key in record}
     assert {f"kgps/group/level=L{j}/predicted_success" for j in range(3)} | {"kgps/residual_prior"} <= logged
+    assert {f"kgps/group/level=L{j}/batch_share" for j in range(3)} <= logged
     assert any(key.endswith("/observed_success") for key in logged)
 
     table = straight.difficulty_table()

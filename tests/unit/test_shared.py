@@ -273,3 +273,6 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     assert metrics["kgps/group/level=easy/observed_success"] == pytest.approx(15 / 16)
     assert metrics["kgps/group/level=hard/observed_success"] == 0.0
     assert metrics["kgps/group/level=easy/predicted_success"] == pytest.approx(easy)
+    # Prompts 0 and 2 are easy, prompt 1 hard: two thirds of the batch from the easy group.
+    assert metrics["kgps/group/level=easy/batch_share"] == pytest.approx(2 / 3)
+    assert metrics["kgps/group/level=hard/batch_share"] == pytest.approx(1 / 3)
