@@ -44,8 +44,11 @@ class Snapshots(TrainerCallback):
             self.take(model, state.global_step)
 
 
-def run(setting, method: str, seed: int) -> dict:
-    """Trains a copy of the warm start with `method` for the regime's steps; the snapshots and the logged metrics."""
+def run(setting, method: str, seed: int, observers=()) -> dict:
+    """
+    Trains a copy of the warm start with `method` for the regime's steps; the snapshots and the logged metrics.
+    `observers`: callables `(setting, kgps_callback) -> TrainerCallback` for callbacks of one's own (a trace).
+    """
     import copy
 
     from trl import GRPOConfig, GRPOTrainer
@@ -80,7 +83,7 @@ def run(setting, method: str, seed: int) -> dict:
         args=args,
         train_dataset=train,
         processing_class=setting.tokenizer,
-        callbacks=[kgps, snapshots],
+        callbacks=[kgps, snapshots, *(observer(setting, kgps) for observer in observers)],
     )
     _quiet(trainer)
     start = time.perf_counter()

@@ -217,3 +217,31 @@ def test_the_default_is_paired_with_each_baseline_on_the_same_seed():
     assert "| uniform | +0.020 ± 0.020 |" in table  # +0.04 and 0.00
     assert "| mopps | +0.000 ± 0.010 |" in table  # +0.01 and -0.01
     assert "| greso | – |" in table  # not run
+
+
+def test_the_level_trace_gives_each_level_its_share_of_the_scores_and_adds_up_the_process_noise(capsys):
+    from types import SimpleNamespace
+
+    from trace_levels import LevelTrace
+
+    from trl_kgps import KGPSConfig, KGPSSelector
+
+    levels = np.array([1, 1, 2, 2, 2, 4])
+    selector = KGPSSelector(6, KGPSConfig(feature_columns=["level"]), features={"level": levels})
+    selector.update([0, 2, 5], successes=[8, 4, 0], trials=[8, 8, 8])
+    truth = np.array([0.9, 0.7, 0.5, 0.4, 0.3, 0.0])
+    run = SimpleNamespace(
+        train={"level": levels.tolist()},
+        true_success=lambda model, dataset: truth,
+        regime=SimpleNamespace(snapshot_every=20),
+    )
+    trace = LevelTrace(run, SimpleNamespace(selector=selector))
+    for noise in (0.25, 0.5):
+        trace.on_log(None, None, None, logs={"kgps/process_noise": noise, "loss": 1.0})
+    trace.line(model=None, step=20)
+    line = capsys.readouterr().out
+    scores = selector.scores()
+    for level, members in ((1, [0, 1]), (2, [2, 3, 4]), (4, [5])):
+        assert f"L{level} true {truth[members].mean():.3f}" in line
+        assert f"draw {scores[members].sum() / scores.sum():.3f}" in line
+    assert line.startswith("step  20 |") and line.rstrip().endswith("Q 0.75")
