@@ -71,9 +71,9 @@ def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
     For a KGPS selector with a shared factor: `kgps/residual_prior` (the learnt prior variance of the residual of a
     prompt not yet seen) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
     `kgps/group/<group>/predicted_success` (what the shared part predicts for the group, after this batch) and
-    `kgps/group/<group>/batch_share` (the share of this batch's prompts from the group: set beside the group's share of
-    the pool, a group the selector has stopped drawing shows here, while its prediction, which only its own outcomes
-    correct, may be stale) for every group, and `kgps/group/<group>/observed_success` (the pooled `s / k` of this
+    `kgps/group/<group>/batch_share` (the share of this batch's prompts from the group: set beside the group's share
+    of the pool, a group the selector has stopped drawing shows here, while its prediction, which only its own
+    outcomes correct, may be stale) for every group, and `kgps/group/<group>/observed_success` (the pooled `s / k` of this
     batch's prompts of the group) for the groups the batch observed.
     """
     shared = selector.shared

@@ -98,8 +98,8 @@ class KGPSCallback(TrainerCallback):
     optimizer step: `kgps/delta_norm` and `kgps/process_noise` (the `Q` applied). With the shared factor (the default):
     `kgps/residual_prior` (the learnt prior variance of an unseen prompt's residual: it grows when first outcomes
     show the filter overconfident) and, with `feature_columns` of at most 20 groups, per group
-    `kgps/group/<group>/predicted_success`, `kgps/group/<group>/batch_share` (the share of the batch from the group) and,
-    when the batch holds the group, `kgps/group/<group>/observed_success`.
+    `kgps/group/<group>/predicted_success`, `kgps/group/<group>/batch_share` (the share of the batch from the group)
+    and, when the batch holds the group, `kgps/group/<group>/observed_success`.
 
     After training, `difficulty_table()` gives each prompt's predicted success, variance and selection count, and
     `KGPSSelector.from_pretrained(output_dir_or_repo_id)` restores the selector the run saved.
