@@ -254,7 +254,12 @@ def plot(results: dict, path: str) -> None:
     if plt is None:
         return
     names = list(results["regimes"])
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+    methods = len({method for regime in results["regimes"].values() for method in regime["runs"]})
+    columns = min(methods, 6, 2 * len(names))  # as many as the panels' width holds
+    rows = -(-methods // columns)  # the legend's, under the panels
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(4.2 * len(names), 3.4 + 0.2 * rows), squeeze=False, layout="constrained"
+    )
     for ax, name in zip(axes[0], names):
         for method, seeds in results["regimes"][name]["runs"].items():
             curves = list(seeds.values())
@@ -265,8 +270,10 @@ def plot(results: dict, path: str) -> None:
         ax.set_xlabel("rollouts")
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v / 1000:g}k"))
     axes[0][0].set_ylabel("held-out accuracy (mean over seeds)")
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    legend = {}  # every method once, from whichever panel ran it
+    for ax in axes[0]:
+        legend |= {label: handle for handle, label in zip(*ax.get_legend_handles_labels()) if label not in legend}
+    fig.legend(legend.values(), legend.keys(), fontsize=7, loc="outside lower center", ncol=columns, frameon=False)
     fig.savefig(path, dpi=80)
     plt.close(fig)
 
