@@ -38,7 +38,6 @@ their mean success is the held-out accuracy (`Trace.heldout`). `schedule="linear
 linearly to 0, as TRL's default scheduler does.
 """
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -46,7 +45,7 @@ import numpy as np
 
 from ._metrics import spearman
 from .selectors import SELECTORS, build_selector
-from .variants import VARIANTS
+from .variants import VARIANTS, variant_config
 
 
 @dataclass(frozen=True)
@@ -177,16 +176,8 @@ class _Oracle:
         pass
 
 
-def _config(method: str):
-    """The `KGPSConfig` of `method` (`feature_columns=["level"]` for a `:level` one), or `None` for the others."""
-    if method.endswith(LEVEL):
-        return dataclasses.replace(VARIANTS[method.removesuffix(LEVEL)], feature_columns=["level"])
-    return VARIANTS.get(method)
-
-
-def _selector(method: str, num_prompts: int, seed: int, level: np.ndarray | None = None):
-    """DS draws its candidates in TRL's order: a uniform selector."""
-    config = _config(method)
+def _selector(method: str, config, num_prompts: int, seed: int, level: np.ndarray | None = None):
+    """`config`: the method's `variant_config`. DS draws its candidates in TRL's order: a uniform selector."""
     if config is not None:
         features = {"level": level} if config.feature_columns == ["level"] else None
         return build_selector("kgps", num_prompts, config, seed, features)
@@ -195,9 +186,11 @@ def _selector(method: str, num_prompts: int, seed: int, level: np.ndarray | None
 
 def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trace:
     """Runs `method` (one of `METHODS`) for `steps` steps after the warmup epoch's length; returns its `Trace`."""
-    if method not in METHODS and not (method.endswith(LEVEL) and method.removesuffix(LEVEL) in VARIANTS):
+    config = variant_config(method)  # None for the baselines, DS and the oracles
+    by_level = config is not None and config.feature_columns == ["level"]
+    if method not in METHODS and not by_level:
         raise ValueError(f"method must be one of {METHODS}, or a KGPS variant with {LEVEL!r}, got {method!r}.")
-    if method.endswith(LEVEL) and not scenario.level_means:
+    if by_level and not scenario.level_means:
         raise ValueError(f"{method!r} shares by level, but scenario {scenario.name!r} has no levels (level_means).")
     world = np.random.default_rng([seed, 1])  # the policy and the rollouts: identical across methods
     B, k = scenario.batch_size, scenario.rollouts
@@ -211,11 +204,11 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         psi = world.normal(scenario.initial_mean, scenario.initial_spread, scenario.num_prompts)
     oracle = method.startswith("oracle")
     # The oracles, and KGPS configured without a warmup, select from the first step.
-    no_warmup = oracle or (_config(method) is not None and _config(method).warmup_epochs == 0)
+    no_warmup = oracle or (config is not None and config.warmup_epochs == 0)
     if oracle:
         selector = _Oracle(psi, k, seed, greedy=method == "oracle_greedy")
     else:
-        selector = _selector(method, scenario.num_prompts, seed, level if scenario.level_means else None)
+        selector = _selector(method, config, scenario.num_prompts, seed, level if scenario.level_means else None)
     warmup = scenario.num_prompts // B
     total = warmup + steps
     trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)

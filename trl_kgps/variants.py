@@ -4,6 +4,8 @@ replaced, the paper's method, the paper's own ablations, each of the per-prompt 
 added to the paper alone or taken away from that default, and the candidates that were measured and left out.
 """
 
+import dataclasses
+
 from .config import PAPER, KGPSConfig
 
 
@@ -78,3 +80,15 @@ VARIANTS: dict[str, KGPSConfig] = {
     **{f"per_prompt+{name}": KGPSConfig(**{**PER_PROMPT, **fields}) for name, fields in ALTERNATIVES.items()},
     **{f"kgps+{name}": KGPSConfig(**fields) for name, fields in SHARED_ALTERNATIVES.items()},
 }
+
+
+def variant_config(method: str) -> KGPSConfig | None:
+    """
+    The `KGPSConfig` a method name of the simulator and the benchmarks stands for: a `VARIANTS` name, alone or followed
+    by `:<column>` to read that dataset column as its feature (`kgps:level` is `KGPSConfig(feature_columns=["level"])`);
+    `None` for any other name.
+    """
+    name, separator, column = method.partition(":")
+    if name not in VARIANTS or (separator and not column):
+        return None
+    return dataclasses.replace(VARIANTS[name], feature_columns=[column]) if column else VARIANTS[name]

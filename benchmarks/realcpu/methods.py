@@ -17,14 +17,13 @@ The oracles draw the `B` prompts of a batch without replacement in proportion to
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
 """
 
-import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 
 from trl_kgps import KGPSConfig
 from trl_kgps.simulator import oracle_batch
-from trl_kgps.variants import VARIANTS
+from trl_kgps.variants import VARIANTS, variant_config
 
 
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
@@ -35,20 +34,21 @@ SUITE = (
 OTHERS = ("kgps_paper", "oracle_greedy", "ds")
 ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`
 BASELINE = "uniform"
-# A KGPS configuration named with this suffix reads the dataset's `level` column (`feature_columns=["level"]`), as
-# `trl-kgps train` does; the suite's `kgps` is the default with it, `kgps_global` the default without any column.
-LEVEL = ":level"
-# ... and with this suffix, the warm-start policy's own prompt embeddings (`policy_embeddings`), as a user without a
-# feature column could compute them.
-EMBEDDING = ":embedding"
+# The columns a KGPS configuration can read as its feature, named `<variant>:<column>` (`variant_config`): the
+# dataset's `level`, as `trl-kgps train` does (the suite's `kgps` is the default with it, `kgps_global` the default
+# without any column), and `embedding`, the warm-start policy's own prompt embeddings (`policy_embeddings`), as a user
+# without a feature column could compute them.
+FEATURE_COLUMNS = ("level", "embedding")
 
 
 def known(method: str) -> bool:
     """
-    A library selector, a variant (with `:level` it learns from the dataset's `level` column), `ds`, or an oracle
-    with an optional refresh period (`oracle_level@10`).
+    A library selector, a variant (with `:level` it learns from the dataset's `level` column, with `:embedding` from
+    the policy's prompt embeddings), `ds`, or an oracle with an optional refresh period (`oracle_level@10`).
     """
-    method = method.removesuffix(LEVEL).removesuffix(EMBEDDING)
+    _, _, column = method.partition(":")
+    if column:
+        return column in FEATURE_COLUMNS and variant_config(method) is not None
     name, at, refresh = method.partition("@")
     if name in ORACLES:
         return not at or (refresh.isdigit() and int(refresh) > 0)
@@ -221,15 +221,9 @@ def build(method: str, setting, model, seed: int):
     that reads `model` (the policy being trained) for its truth or its screening.
     """
     G = setting.regime.num_generations
-    if method == "kgps":
-        method = "kgps" + LEVEL
-    if method == "kgps_global":
-        method = "kgps"
-    for suffix, column in ((LEVEL, "level"), (EMBEDDING, "embedding")):
-        if method.endswith(suffix) and method.removesuffix(suffix) in VARIANTS:
-            return "kgps", dataclasses.replace(VARIANTS[method.removesuffix(suffix)], feature_columns=[column])
-    if method in VARIANTS:
-        return "kgps", VARIANTS[method]
+    config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
+    if config is not None:
+        return "kgps", config
     if method == "ds":
         from trl_kgps.tasks.evaluation import success_rates
 
