@@ -127,3 +127,12 @@ def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
     assert grpo.output_dir == str(tmp_path)
     with pytest.raises(SystemExit):
         parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--use_cpu", "--utility", "mean"])
+
+
+def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
+    from trl_kgps.variants import VARIANTS, variant_config
+
+    assert variant_config("kgps") is VARIANTS["kgps"]
+    by_level = variant_config("kgps+wide_shared:level")
+    assert by_level == dataclasses.replace(VARIANTS["kgps+wide_shared"], feature_columns=["level"])
+    assert variant_config("uniform") is None and variant_config("kgps:") is None and variant_config("x:level") is None
