@@ -77,6 +77,50 @@ def test_one_batch_from_the_prior_matches_the_exact_joint_filter():
     np.testing.assert_allclose(factor.Sigma, dense.C[: rows.dimension, : rows.dimension], atol=1e-12)
 
 
+def test_every_update_with_many_groups_is_the_exact_joint_update():
+    # Two columns of 150 and 3 values (D = 154), 12 rounds of process noise and batches of 40 prompts with several of a
+    # group in one batch. Each round, the factor's update (one pooled observation per row, covariance form, one-hot
+    # gathers) against the dense Kalman update of (beta, the batch's residuals) from the same factorised prior: beta's
+    # moments and each residual's marginal.
+    rng = np.random.default_rng(0)
+    N = 450
+    rows = design(N, {"source": np.arange(N) % 150, "type": rng.integers(0, 3, N)})
+    assert rows.dimension == 154 and rows.active.shape == (rows.num_cells, 3)
+    factor = SharedFactor(rows, variance=1.0)
+    m, P = np.zeros(N), np.full(N, 0.7)
+    for _ in range(12):
+        factor.predict(0.05)
+        P += 0.05
+        batch = rng.choice(N, 40, replace=False)
+        y, R = rng.normal(0, 1.5, 40), rng.uniform(0.2, 1.0, 40)
+        joint = DenseKalman(rows.rows[rows.cell[batch]], 1.0, 1.0)
+        joint.x[:154], joint.x[154:] = factor.mu, m[batch]
+        joint.C = np.zeros_like(joint.C)
+        joint.C[:154, :154], joint.C[154:, 154:] = factor.Sigma, np.diag(P[batch])
+        joint.absorb(np.arange(40), y, R)
+        m[batch], P[batch] = factor.absorb(batch, m[batch], P[batch], y, R)
+        np.testing.assert_allclose(factor.mu, joint.x[:154], atol=1e-10)
+        np.testing.assert_allclose(factor.Sigma, joint.C[:154, :154], atol=1e-10)
+        np.testing.assert_allclose(m[batch], joint.x[154:], atol=1e-10)
+        np.testing.assert_allclose(P[batch], np.diag(joint.C)[154:], atol=1e-10)
+    assert np.abs(factor.Sigma - np.diag(np.diag(factor.Sigma))).max() > 1e-3  # the groups did become correlated
+
+
+def test_ten_thousand_distinct_values_are_refused_at_once_with_the_fix():
+    # Refused before anything of size D^2 is built: the rows alone would take 800 MB, the covariance as much again.
+    import tracemalloc
+
+    tracemalloc.start()
+    with pytest.raises(ValueError) as refused:
+        KGPSSelector(10_000, KGPSConfig(feature_columns=["id"]), features={"id": np.arange(10_000)})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 10e6
+    message = str(refused.value)
+    assert message.startswith("feature columns with 10,000 distinct values in all ('id' 10,000): KGPS shares across ")
+    assert "give an embedding column" in message and "leave feature_columns unset" in message
+
+
 def test_a_level_s_unobserved_prompts_follow_its_observed_ones():
     level, rows = _pool()
     selector = KGPSSelector(level.size, KGPSConfig(feature_columns=["level"]), features={"level": level})
@@ -176,9 +220,15 @@ def test_an_embedding_gives_each_prompt_its_unit_direction_beside_the_intercept(
         ),
         ({"e": np.ones((3, 2)), "level": [1, 2, 3]}, r"cannot be combined with other features"),
         ({}, r"empty dict"),
+        ({"level": [1, "1", 2]}, r"feature 'level' mixes strings with values of type int \(e.g. 1\)"),
+        (
+            {"id": np.arange(3), "type": ["a", "b", "c"]},
+            r"feature columns with 6 distinct values in all \('id' 3, 'type' 3\): KGPS shares across at most 5",
+        ),
     ],
 )
-def test_bad_features_are_refused_by_name(features, message):
+def test_bad_features_are_refused_by_name(features, message, monkeypatch):
+    monkeypatch.setattr("trl_kgps.selectors.shared.MAX_CATEGORICAL_VALUES", 5)
     with pytest.raises(ValueError, match=message):
         design(3, features)
 

@@ -28,12 +28,14 @@ Update, for a batch of prompts \\(i\\) with \\(s_i\\) successes in \\(k_i\\) rol
 
        y_i = psi_i + e_i,   e_i ~ N(0, R_i),   1 / R_i = 1 / S_i_hat - 1 / S_i,   y_i = a_i + (a_i_hat - a_i) S_i / (S_i - S_i_hat);
 
-2. the pseudo-observations update \\(\beta\\) exactly (the batch's residuals integrated out), with
-   \\(V = \mathrm{diag}(P_i + R_i)\\) and the batch's rows \\(Z\\):
+2. the pseudo-observations update \\(\beta\\) exactly (the batch's residuals integrated out). The prompts of one row
+   \\(z\\) all observe \\(z^T \beta\\), so they pool into one observation of precision \\(w = \sum_i 1 / (P_i + R_i)\\)
+   and value \\(\bar y = \sum_i (y_i - m_i) / (P_i + R_i) / w\\). With the batch's \\(c\\) distinct rows \\(Z\\) and
+   \\(V = \mathrm{diag}(1 / w)\\), the Kalman update in covariance form
 
-       Sigma <- (Sigma^-1 + Z^T V^-1 Z)^-1,   mu <- mu + Sigma_new Z^T V^-1 (y - Z mu - m)
+       S = Z Sigma Z^T + V,   K = Sigma Z^T S^-1,   mu <- mu + K (y_bar - Z mu),   Sigma <- Sigma - K Z Sigma
 
-   (the Kalman update in information form: \\(O(n D^2 + D^3)\\) for a batch of \\(n\\));
+   costs \\(O(c D^2 + c^3)\\), and one-hot rows make every product with \\(Z\\) a gather (`Design.active`);
 
 3. each residual becomes its exact marginal under the joint posterior,
 
@@ -55,6 +57,9 @@ import numpy as np
 from ._binomial import posterior_moments
 
 
+# The most distinct values that categorical features may hold together (D - 1): the shared part keeps a dense D x D
+# covariance, and a round costs O(c D^2) for the c groups of a batch (docs/algorithm.md gives the measured cost).
+MAX_CATEGORICAL_VALUES = 1024
 # A pseudo-observation this uninformative (its precision relative to the prior's) changes nothing and is skipped.
 _MIN_RELATIVE_PRECISION = 1e-9
 _EMBEDDING_DIMENSIONS = 64  # an embedding wider than this is projected onto its leading principal directions
@@ -70,12 +75,20 @@ class Design:
         names (`list[str]`): a readable name per row (`"level=3"`, `"all"`); empty for an embedding (a row per prompt).
         kind (`str`): `"global"` (no feature), `"categorical"` (a row per combination of labels: the prompts'
             groups) or `"embedding"` (a row per prompt).
+        active (`np.ndarray` of shape `(C, A)`, int64, or `None`): the columns where each row is nonzero, for the
+            one-hot rows of `"global"` and `"categorical"` (`A = 1 + F` for `F` columns), whose nonzeros all equal
+            `weight`: \\(z^T x\\) is `weight * x[active].sum()`. `None` for an embedding's dense rows.
     """
 
     KINDS = ("global", "categorical", "embedding")
 
     def __init__(self, rows: np.ndarray, cell: np.ndarray, names: Sequence[str], kind: str):
         self.rows, self.cell, self.names, self.kind = rows, cell, list(names), kind
+        self.active: np.ndarray | None = None
+        self.weight = 1.0
+        if kind != "embedding":
+            self.active = np.nonzero(rows)[1].reshape(rows.shape[0], -1)
+            self.weight = float(rows[0, self.active[0, 0]])
 
     @property
     def dimension(self) -> int:
@@ -110,6 +123,7 @@ class Design:
             or cell.dtype.kind not in "iu"
             or len(names) != (0 if kind == "embedding" else rows.shape[0])
             or (cell.size and (cell.min() < 0 or cell.max() >= rows.shape[0]))
+            or (kind != "embedding" and not _one_hot(rows))
         ):
             raise ValueError("state's shared_rows, shared_cell and shared_names do not fit together; it is corrupted.")
         return cls(rows, cell.astype(np.int64), names, kind)
@@ -194,6 +208,13 @@ def _as_feature(name: str, values, num_prompts: int) -> np.ndarray:
     if array.dtype.kind in "iub" and array.ndim == 1:
         return array.astype(np.int64)
     if array.dtype.kind in "US" and array.ndim == 1:
+        if not isinstance(values, np.ndarray):  # numpy turns [1, "1"] into two equal strings
+            other = next((v for v in values if not isinstance(v, str)), None)
+            if other is not None:
+                raise ValueError(
+                    f"feature {name!r} mixes strings with values of type {type(other).__name__} (e.g. {other!r}), "
+                    f"which would be read as the text {str(other)!r}: give every label of a column one type."
+                )
         return array.astype(str)
     if array.dtype.kind in "iuf" and array.ndim == 2:
         array = array.astype(np.float64)
@@ -213,6 +234,17 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
         level, code = np.unique(values, return_inverse=True)
         codes.append(code.astype(np.int64))
         levels.append(level)
+    values = sum(len(level) for level in levels)
+    if values > MAX_CATEGORICAL_VALUES:
+        counts = ", ".join(f"{name!r} {len(level):,}" for (name, _), level in zip(columns, levels))
+        raise ValueError(
+            f"feature columns with {values:,} distinct values in all ({counts}): KGPS shares across at most "
+            f"{MAX_CATEGORICAL_VALUES:,}, since it keeps an exact covariance over them (a {values + 1:,} x "
+            f"{values + 1:,} matrix, updated at every step). A column with a value per prompt or nearly (an id, a "
+            "problem text) has nothing to share. Name a coarser column (or bin this one, e.g. into difficulty "
+            "levels), give an embedding column (one vector per prompt), or leave feature_columns unset: one factor "
+            "shared by the whole pool."
+        )
     offsets = np.cumsum([1] + [len(level) for level in levels])  # the intercept, then each column's indicators
     combination = np.stack(codes, axis=1)
     distinct, cell = np.unique(combination, axis=0, return_inverse=True)
@@ -226,6 +258,12 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
         for combo in distinct
     ]
     return Design(rows, cell.reshape(-1).astype(np.int64), names, "categorical")
+
+
+def _one_hot(rows: np.ndarray) -> bool:
+    """Whether every row has the same number of nonzeros, all of one value (what `Design.active` reads)."""
+    nonzero = rows != 0
+    return bool(nonzero[:, 0].all() and (nonzero.sum(axis=1) == nonzero[0].sum()).all() and np.ptp(rows[nonzero]) == 0)
 
 
 def _embedding_design(name: str, x: np.ndarray) -> Design:
@@ -285,8 +323,7 @@ class SharedFactor:
         if self.design.num_cells <= cell.size:
             mean, variance = self.cell_moments()
             return mean[cell], variance[cell]
-        z = self.design.rows[cell]
-        return z @ self.mu, np.einsum("nd,de,ne->n", z, self.Sigma, z)
+        return self._row_moments(cell)
 
     def group_success(self) -> np.ndarray:
         r"""
@@ -297,8 +334,23 @@ class SharedFactor:
 
     def cell_moments(self) -> tuple[np.ndarray, np.ndarray]:
         """The shared part's mean and variance for each distinct row, shape `(C,)` each."""
-        z = self.design.rows
-        return z @ self.mu, np.maximum(np.einsum("nd,de,ne->n", z, self.Sigma, z), 0.0)
+        return self._row_moments(np.arange(self.design.num_cells))
+
+    def _row_moments(self, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""\\(z^T \mu\\) and \\(z^T \Sigma z\\) of the rows `cells` (shape `(n,)`), each of shape `(n,)`."""
+        active = self.design.active
+        if active is None:
+            z = self.design.rows[cells]
+            return z @ self.mu, np.maximum(np.einsum("nd,de,ne->n", z, self.Sigma, z), 0.0)
+        a, w = active[cells], self.design.weight  # (n, A): O(n A^2), whatever D
+        variance = w**2 * self.Sigma[a[:, :, None], a[:, None, :]].sum(axis=(1, 2))
+        return w * self.mu[a].sum(axis=1), np.maximum(variance, 0.0)
+
+    def _rows_times(self, cells: np.ndarray, x: np.ndarray) -> np.ndarray:
+        r"""\\(Z x\\) for the rows `cells` (shape `(c,)`) and `x` of shape `(D, k)`: shape `(c, k)`."""
+        if self.design.active is None:
+            return self.design.rows[cells] @ x
+        return self.design.weight * x[self.design.active[cells]].sum(axis=1)
 
     def predict(self, noise: float) -> None:
         r"""\\(\Sigma \mathrel{+}= \rho Q I\\): `noise` is \\(\rho Q\\), the shared part's logit variance per round."""
@@ -320,9 +372,8 @@ class SharedFactor:
             `(m_new, P_new, (a, S))`: the residuals' posterior means and variances, and each prompt's prior logit mean
             and variance (what its outcome was predicted from).
         """
-        z = self.design.rows[self.design.cell[indices]]
-        a = z @ self.mu + m
-        S = np.einsum("nd,de,ne->n", z, self.Sigma, z) + P
+        shared_mean, shared_variance = self._row_moments(self.design.cell[indices])
+        a, S = shared_mean + m, shared_variance + P
         y, R = pseudo_observations(a, S, *posterior_moments(a, S, s, k))
         m_new, P_new = self.absorb(indices, m, P, y, R)
         return m_new, P_new, (a, S)
@@ -347,17 +398,24 @@ class SharedFactor:
         m_new, P_new = m.copy(), P.copy()
         if not seen.any():
             return m_new, P_new
-        z, m, P, y, R = self.design.rows[self.design.cell[indices[seen]]], m[seen], P[seen], y[seen], R[seen]
-        # beta's exact update by y = Z beta + r + e, with r ~ N(m, P) integrated out, in information form: O(n D^2 + D^3).
+        cells, m, P, y, R = self.design.cell[indices[seen]], m[seen], P[seen], y[seen], R[seen]
+        # beta's exact update by y = z^T beta + r + e, with r ~ N(m, P) integrated out: each row's observations
+        # pooled into one, then the covariance form over the batch's c distinct rows Z, O(c D^2 + c^3).
         weight = 1.0 / (P + R)
-        precision = np.linalg.inv(self.Sigma) + (z.T * weight) @ z
-        Sigma = np.linalg.inv(precision)
+        rows, which = np.unique(cells, return_inverse=True)
+        precision = np.bincount(which, weight)
+        y_bar = np.bincount(which, weight * (y - m)) / precision
+        ZSigma = self._rows_times(rows, self.Sigma)  # (c, D)
+        S = self._rows_times(rows, ZSigma.T) + np.diag(1.0 / precision)  # S = Z Sigma Z^T + V, (c, c)
+        K = np.linalg.solve(S, ZSigma).T  # K = Sigma Z^T S^-1, (D, c)
+        self.mu = self.mu + K @ (y_bar - self._rows_times(rows, self.mu[:, None])[:, 0])
+        Sigma = self.Sigma - K @ ZSigma
         self.Sigma = (Sigma + Sigma.T) / 2
-        self.mu = self.mu + self.Sigma @ (z.T @ (weight * (y - z @ self.mu - m)))
         # Each residual's marginal under the joint posterior.
+        shared_mean, shared_variance = self._row_moments(cells)
         g = P / (P + R)
-        m_new[seen] = m + g * (y - z @ self.mu - m)
-        P_new[seen] = (1.0 - g) * P + g**2 * np.einsum("nd,de,ne->n", z, self.Sigma, z)
+        m_new[seen] = m + g * (y - shared_mean - m)
+        P_new[seen] = (1.0 - g) * P + g**2 * shared_variance
         return m_new, P_new
 
     def state_dict(self) -> dict[str, Any]:
