@@ -5,10 +5,12 @@ write, its validation and where it is read from (a local folder or a Hub repo).
 One uncompressed `.npz` holds the selector's `state_dict()` (its arrays as `selector.<key>`, its other values in the
 JSON `meta["selector"]`, with the selector's own state version), the sampler's `state_dict()` (its arrays as they
 are, its counters `batches_chosen` and `batches_scored` in `meta`), and `meta`: `selector_class`, `num_prompts`,
-`batch_size`, `format` (`FORMAT_VERSION`).
+`batch_size`, `prompts` (the digest of the train dataset's prompts, `_prompts_digest`; absent before trl-kgps 0.3 and
+for a dataset without a `prompt` column), `format` (`FORMAT_VERSION`).
 """
 
 import json
+import logging
 import os
 import tempfile
 import zipfile
@@ -16,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._prompts_digest import mismatch
 from ._rounds import PROMPTS_PER_BATCH
 
 
 if TYPE_CHECKING:
     from .selectors.base import PromptSelector
 
+
+logger = logging.getLogger(__name__)
 
 STATE_FILE = "kgps_state.npz"
 FORMAT_VERSION = 2
@@ -76,8 +81,16 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return arrays, meta
 
 
-def write(directory: str | os.PathLike[str], selector: "PromptSelector", sampler_state: dict[str, Any]) -> str:
-    """Writes `directory/kgps_state.npz` from a selector and its sampler's `state_dict()`; returns the path."""
+def write(
+    directory: str | os.PathLike[str],
+    selector: "PromptSelector",
+    sampler_state: dict[str, Any],
+    prompts: dict[str, str] | None = None,
+) -> str:
+    """
+    Writes `directory/kgps_state.npz` from a selector, its sampler's `state_dict()` and the digest of the prompts
+    they select among (`_prompts_digest.prompts_digest`); returns the path.
+    """
     os.makedirs(directory, exist_ok=True)
     arrays, selector_meta = pack_selector(selector.state_dict())
     meta = {"selector": selector_meta, "selector_class": type(selector).__name__}
@@ -87,15 +100,20 @@ def write(directory: str | os.PathLike[str], selector: "PromptSelector", sampler
         else:
             meta[key] = int(value)
     meta.update(num_prompts=selector.num_prompts, batch_size=int(sampler_state["pending"].shape[1]))
+    if prompts is not None:
+        meta["prompts"] = prompts
     path = os.path.join(directory, STATE_FILE)
     save(path, arrays, meta)
     return path
 
 
-def read_run(path: str, selector: "PromptSelector", batch_size: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_run(
+    path: str, selector: "PromptSelector", batch_size: int, prompts: dict[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and
-    number of prompts) in batches of `batch_size`; a `ValueError` says what does not fit.
+    number of prompts) in batches of `batch_size` over the prompts of digest `prompts`; a `ValueError` says what does
+    not fit. A state that records no digest (written before trl-kgps 0.3) is read with a warning.
     """
     arrays, meta = load(path)
     num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
@@ -110,6 +128,16 @@ def read_run(path: str, selector: "PromptSelector", batch_size: int) -> tuple[di
         )
     if meta["selector_class"] != type(selector).__name__:
         raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")
+    if prompts is not None and "prompts" not in meta:
+        logger.warning(
+            "%s records no digest of its prompts (written before trl-kgps 0.3), so KGPS cannot check that this run's "
+            "train dataset holds the same prompts in the same order.",
+            path,
+        )
+    elif prompts is not None:
+        reason = mismatch(meta["prompts"], prompts, num_prompts)
+        if reason is not None:
+            raise ValueError(reason)
     sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
     sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
     return unpack_selector(arrays, meta), sampler_state

@@ -24,14 +24,14 @@ CONFIGS = {
 }
 
 
-def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selector=None, config=None):
+def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selector=None, config=None, dataset=None):
     kgps = SpyKGPS(config or KGPSConfig(), selector=selector)
     callbacks = [kgps] + ([StopAt(stop_at)] if stop_at else [])
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
         reward_funcs=StepReward(),
         args=trainer_args(tmp_path, max_steps=8, **{"save_strategy": "steps", "save_steps": 4, **args}),
-        train_dataset=prompt_dataset(num_prompts),
+        train_dataset=prompt_dataset(num_prompts) if dataset is None else dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
     )
@@ -112,10 +112,13 @@ def test_a_checkpoint_written_by_trl_kgps_0_1_is_refused_with_the_default_naming
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
 
 
-def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_prompt_default(tmp_path, tokenizer):
+def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_prompt_default(tmp_path, tokenizer, caplog):
     shutil.copytree(RUN_0_2 / "checkpoint-4", tmp_path / "checkpoint-4")
     per_prompt = VARIANTS["kgps_per_prompt"]
     resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), config=per_prompt)
+    # It records no digest of its prompts: one line says that the dataset could not be checked.
+    warnings = [r.getMessage() for r in caplog.records if "records no digest of its prompts" in r.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0]
     with np.load(RUN_0_2 / "straight.npz") as straight:
         assert resumed.batches == straight["batches"][-len(resumed.batches) :].tolist()
         np.testing.assert_array_equal(resumed.selector.mean, straight["mean"])
@@ -150,6 +153,37 @@ def test_state_of_another_dataset_is_refused(tmp_path, tokenizer):
     run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
     with pytest.raises(ValueError, match=r"saved for a dataset of 6 prompts, and this run's has 8; resume with the"):
         run(tmp_path, tokenizer, 8, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+
+
+@pytest.mark.parametrize(
+    "other, reason",
+    [
+        (lambda: prompt_dataset(6).select(range(5, -1, -1)), r"its 6 prompts are this run's in another order"),
+        (lambda: prompt_dataset(12).select(range(6, 12)), r"it was saved for other prompts than this run's 6"),
+    ],
+    ids=["reversed", "other prompts"],
+)
+def test_a_dataset_of_the_same_length_with_other_prompts_or_order_is_refused(tmp_path, tokenizer, other, reason):
+    run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
+    checkpoint = tmp_path / "checkpoint-4"
+    saved = (checkpoint / "kgps_state.npz").read_bytes()
+    kgps = SpyKGPS(KGPSConfig())
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=StepReward(),
+        args=trainer_args(tmp_path, max_steps=8, per_device_train_batch_size=8),
+        train_dataset=other(),
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(ValueError, match=reason + r".*resume with the dataset, batch size and selector it was saved"):
+        trainer.train(resume_from_checkpoint=str(checkpoint))
+    # Refused before anything changed: no batch was scored, no belief moved, and the checkpoint is as it was.
+    assert kgps.rounds.batches_scored == 0 and (kgps.selector.mean == 0).all()
+    assert (checkpoint / "kgps_state.npz").read_bytes() == saved
+    # The same prompts in the saved order resume.
+    resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(checkpoint))
+    assert resumed.rounds.batches_scored > 0
 
 
 def test_state_of_another_generation_batch_size_names_what_sets_it(tmp_path, tokenizer):
