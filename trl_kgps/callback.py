@@ -30,14 +30,15 @@ from transformers import Trainer, TrainerCallback
 from . import _state_file as state_file
 from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
-from ._features import read_features
+from ._features import selector_for
 from ._metrics import batch_metrics, shared_metrics
 from ._outcomes import SuccessRule
+from ._prompts_digest import prompts_digest
 from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
 from ._rounds import Rounds, Scored
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
-from .selectors import SELECTORS, KGPSSelector, build_selector
+from .selectors import SELECTORS, KGPSSelector
 from .selectors.base import PromptSelector
 
 
@@ -47,6 +48,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ATTACH_FIX = "Attach it explicitly: `trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
+_ONE_PER_TRAINER = (
+    "A trainer takes one KGPSCallback, and this one has two: each would choose the prompts and learn from the same "
+    "rewards. Keep one; to compare selectors, train one trainer for each, e.g. with "
+    '`KGPSCallback(selector="uniform")`.'
+)
 _REUSED = (
     "This KGPSCallback belongs to another trainer: a callback binds to the first trainer it is passed to, and "
     "holds that run's beliefs and sampler. Pass a new one to each trainer, e.g. "
@@ -126,6 +132,7 @@ class KGPSCallback(TrainerCallback):
         self._delta: ParameterDelta | None = None
         self._metrics_log: _trl.MetricsLog | None = None
         self._warned_no_rewards = False
+        self._prompts: dict[str, str] | None = None  # the digest of the sampler's prompts, computed when first needed
         if trainer is not None:
             self.attach(trainer)
 
@@ -142,6 +149,13 @@ class KGPSCallback(TrainerCallback):
         if self.trainer is not None:
             raise RuntimeError(_REUSED)
         _trl.check(trainer)
+        _check_one_per_trainer(trainer, self)
+        if getattr(trainer.args, "shuffle_dataset", True) is False:
+            raise ValueError(
+                "shuffle_dataset=False asks the trainer to read the prompts in the dataset's order, but KGPS chooses "
+                "the order of the prompts (every selector, uniform too, draws its own seeded order): leave "
+                "shuffle_dataset at its default."
+            )
         if isinstance(trainer.train_dataset, IterableDataset):
             raise ValueError(
                 "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
@@ -249,20 +263,20 @@ class KGPSCallback(TrainerCallback):
                 "KGPSCallback is attached to this trainer but not among its callbacks, so it would never see an "
                 "optimizer step. Add it too: `trainer.add_callback(callback)`."
             )
+        _check_one_per_trainer(trainer, self)
         dataset = trainer.train_dataset if dataset is None else dataset
         if isinstance(dataset, _trl.IndexedRows):
             dataset = dataset.rows
         if isinstance(dataset, IterableDataset):
             raise ValueError("KGPS needs a map-style train dataset: an IterableDataset has no indices to select.")
+        self._prompts = None
         if self.sampler is not None and self.sampler.num_samples == len(dataset):
             # Another `train()` on this trainer: the batch its predecessor chose ahead was never generated.
             self.rounds.drop_pending()
             self.sampler.data_source = dataset
             return self.sampler
         if self.selector is None or isinstance(self.selector, str):
-            name = self.selector or "kgps"
-            features = read_features(dataset, self.config.feature_columns) if name == "kgps" else None
-            self.selector = build_selector(name, len(dataset), self.config, trainer.args.seed, features)
+            self.selector = selector_for(self.selector or "kgps", dataset, self.config, trainer.args.seed)
         batch_size, G, repeat_count = _trl.generation_layout(trainer)
         self.sampler = KGPSRepeatSampler(
             dataset,
@@ -373,7 +387,7 @@ class KGPSCallback(TrainerCallback):
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
         if self.sampler is not None and self.trainer.args.should_save:
-            state_file.write(directory, self.selector, self.sampler.state_dict())
+            state_file.write(directory, self.selector, self.sampler.state_dict(), self._prompts_digest())
 
     def _resume_from(self, directory: str) -> None:
         """Restores the state saved in `directory`, or raises before changing anything."""
@@ -384,7 +398,9 @@ class KGPSCallback(TrainerCallback):
             )
             return
         try:
-            selector_state, sampler_state = state_file.read_run(path, self.selector, self.sampler.batch_size)
+            selector_state, sampler_state = state_file.read_run(
+                path, self.selector, self.sampler.batch_size, self._prompts_digest()
+            )
         except state_file.UnreadableState:
             raise  # its message says what to resume from
         except (KeyError, ValueError, TypeError) as error:
@@ -398,6 +414,12 @@ class KGPSCallback(TrainerCallback):
         except (KeyError, ValueError, TypeError) as error:
             raise _does_not_fit(path, error) from None
         self.selector.load_state_dict(selector_state)
+
+    def _prompts_digest(self) -> dict[str, str] | None:
+        """The digest of the prompts the sampler selects among, which a checkpoint records and a resume checks."""
+        if self._prompts is None:
+            self._prompts = prompts_digest(self.sampler.data_source)
+        return self._prompts
 
     # Reports -------------------------------------------------------------------------------------------------
 
@@ -454,6 +476,13 @@ class KGPSCallback(TrainerCallback):
 
 # Fields that only say how rewards are read or how the norm is measured: a run may resume with other values.
 _RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
+
+
+def _check_one_per_trainer(trainer: Trainer, callback: KGPSCallback) -> None:
+    """Raises if `trainer`'s callbacks hold a KGPSCallback other than `callback`, or `callback` twice."""
+    callbacks = [c for c in trainer.callback_handler.callbacks if isinstance(c, KGPSCallback)]
+    if any(c is not callback for c in callbacks) or callbacks.count(callback) > 1:
+        raise ValueError(_ONE_PER_TRAINER)
 
 
 def _does_not_fit(path: str, error: Exception) -> ValueError:

@@ -226,6 +226,58 @@ def test_remove_unused_columns_is_refused_with_the_fix(tmp_path, model, tokenize
         )
 
 
+@pytest.mark.parametrize("form", ["two callbacks", "one callback twice", "explicit form twice"])
+def test_a_second_kgps_callback_on_one_trainer_is_refused_as_such(tmp_path, model, tokenizer, form):
+    kgps = KGPSCallback()
+    callbacks = {
+        "two callbacks": [kgps, KGPSCallback(selector="uniform")],
+        "one callback twice": [kgps, kgps],
+        "explicit form twice": [],
+    }[form]
+    build = dict(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=trainer_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+    )
+    with pytest.raises(ValueError, match=r"A trainer takes one KGPSCallback, and this one has two.*train one trainer"):
+        trainer = trl.GRPOTrainer(**build, callbacks=callbacks)
+        trainer.add_callback(KGPSCallback(trainer=trainer))
+        trainer.add_callback(KGPSCallback(trainer=trainer))
+        trainer.train()
+
+
+def test_shuffle_dataset_false_is_refused_with_the_reason(tmp_path, model, tokenizer):
+    with pytest.raises(ValueError, match=r"shuffle_dataset=False .* KGPS chooses the order of the prompts"):
+        trl.GRPOTrainer(
+            model=model,
+            reward_funcs=RewardLog(),
+            args=trainer_args(tmp_path, max_steps=2, shuffle_dataset=False),
+            train_dataset=prompt_dataset(16),
+            processing_class=tokenizer,
+            callbacks=[KGPSCallback()],
+        )
+
+
+def test_an_infinite_reward_stops_training_before_kgps_counts_it(tmp_path, model, tokenizer):
+    def reward(completions, idx, **kwargs):
+        return [float("inf") if i == 3 else 1.0 for i in idx]
+
+    kgps = KGPSCallback()
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=trainer_args(tmp_path, max_steps=8),
+        train_dataset=prompt_dataset(4),
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(ValueError, match=r"The reward function 'reward' returned inf for completion \d+ .*finite"):
+        trainer.train()
+    assert kgps.rounds.batches_scored == 0 and (kgps.selector.mean == 0).all()
+
+
 def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokenizer):
     trainer = trl.GRPOTrainer(
         model=model,
