@@ -8,6 +8,9 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
+# Generation batches with usable rewards, none reaching the threshold, after which a warning says so (once).
+BATCHES_BEFORE_NO_SUCCESS_WARNING = 3
+
 
 class SuccessRule:
     """
@@ -21,7 +24,8 @@ class SuccessRule:
       a completion for which every function returned `None`/NaN does not count.
 
     Rewards that are not all 0 or 1 (format bonuses, length penalties, partial credit) still follow the rule, and
-    a warning says so once, with the fix.
+    a warning says so once, with the fix; so does a threshold that no usable reward has reached in the first
+    `BATCHES_BEFORE_NO_SUCCESS_WARNING` batches. An infinite reward is a fault of the reward function, and raises.
 
     Args:
         reward_names (`Sequence[str]`): the trainer's `reward_func_names`.
@@ -56,6 +60,8 @@ class SuccessRule:
             )
         self.weights = np.asarray(reward_weights, dtype=np.float64)
         self._warned_non_binary = False
+        self._batches_without_success = 0  # batches with usable rewards, while none has reached the threshold
+        self._largest_reward = -np.inf
 
     def describe(self) -> str:
         if self.column is not None:
@@ -72,7 +78,19 @@ class SuccessRule:
 
         Returns:
             `(success, counted)`: boolean arrays of shape `(completions,)`; `success` implies `counted`.
+
+        Raises:
+            `ValueError`: a reward is infinite, naming the reward function and the completion.
         """
+        infinite = np.argwhere(np.isinf(rewards_per_func))
+        if infinite.size:
+            completion, function = (int(i) for i in infinite[0])
+            raise ValueError(
+                f"The reward function {self.reward_names[function]!r} returned "
+                f"{rewards_per_func[completion, function]} for completion {completion} of this generation batch: a "
+                "reward must be a finite number (or None for no reward), or GRPO's advantages become NaN. Fix the "
+                "reward function."
+            )
         if self.column is not None:
             values = rewards_per_func[:, self.column]
             counted = ~np.isnan(values)
@@ -82,7 +100,28 @@ class SuccessRule:
         usable = values[counted]
         if not self._warned_non_binary and usable.size:
             self._warn_unless_binary(usable)
-        return counted & (values >= self.threshold), counted
+        success = counted & (values >= self.threshold)
+        if usable.size and self._batches_without_success >= 0:
+            self._count_batch_without_success(bool(success.any()), float(usable.max()))
+        return success, counted
+
+    def _count_batch_without_success(self, succeeded: bool, largest: float) -> None:
+        """Warns once when `BATCHES_BEFORE_NO_SUCCESS_WARNING` batches in a row, from the first, had no success."""
+        if succeeded:
+            self._batches_without_success = -1  # a success was seen: nothing more to watch
+            return
+        self._batches_without_success += 1
+        self._largest_reward = max(self._largest_reward, largest)
+        if self._batches_without_success == BATCHES_BEFORE_NO_SUCCESS_WARNING:
+            logger.warning(
+                "No completion of the first %d generation batches reached %s (the largest reward was %g), so KGPS "
+                "learns every prompt as failing: if a correct answer gets less than %g, set success_threshold to the "
+                "least reward it gets; if the model solves none of these prompts yet, they are out of its reach.",
+                BATCHES_BEFORE_NO_SUCCESS_WARNING,
+                self.describe(),
+                self._largest_reward,
+                self.threshold,
+            )
 
     def _warn_unless_binary(self, rewards: np.ndarray) -> None:
         """Warns once, when `rewards` (the usable ones of a batch) are not all 0 or 1, how they are read and the fix."""

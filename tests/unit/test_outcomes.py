@@ -77,3 +77,36 @@ def test_spearman_matches_scipy_with_ties(seed):
 
 def test_spearman_is_nan_for_a_constant_side():
     assert np.isnan(spearman(np.ones(5), np.arange(5.0)))
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf])
+def test_an_infinite_reward_is_named_as_a_fault_of_its_reward_function(bad):
+    rule = SuccessRule(["format", "accuracy"], [1.0, 1.0], "accuracy", 1.0)
+    rewards = np.array([[0.0, 1.0], [bad, 0.0]])
+    with pytest.raises(ValueError, match=rf"reward function 'format' returned {bad} for completion 1 .*finite"):
+        rule(rewards)
+
+
+def test_a_threshold_no_reward_reaches_warns_once_after_a_few_batches(caplog):
+    from trl_kgps._outcomes import BATCHES_BEFORE_NO_SUCCESS_WARNING
+
+    rule = SuccessRule(["accuracy"], [1.0], None, 50.0)  # 0/1 rewards, a threshold none reaches
+    with caplog.at_level(logging.WARNING):
+        for batch in range(BATCHES_BEFORE_NO_SUCCESS_WARNING + 3):
+            assert not caplog.text or batch >= BATCHES_BEFORE_NO_SUCCESS_WARNING
+            success, _ = rule(np.array([[0.0], [1.0], [NAN]]))
+            assert not success.any()
+    assert caplog.text.count("reached accuracy >= 50 (the largest reward was 1)") == 1
+    assert "set success_threshold" in caplog.text
+
+
+def test_a_threshold_reached_once_is_never_warned_about(caplog):
+    from trl_kgps._outcomes import BATCHES_BEFORE_NO_SUCCESS_WARNING
+
+    rule = SuccessRule(["accuracy"], [1.0], None, 1.0)
+    with caplog.at_level(logging.WARNING):
+        rule(np.array([[1.0], [0.0]]))
+        for _ in range(2 * BATCHES_BEFORE_NO_SUCCESS_WARNING):
+            rule(np.array([[0.0], [0.0]]))  # a hard stretch after a success: no warning
+            rule(np.array([[NAN], [NAN]]))  # no usable reward: not a batch without success either
+    assert not caplog.text
