@@ -81,11 +81,7 @@ class Rounds:
 
     def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
         num_prompts = selector.num_prompts
-        if not 1 <= batch_size <= num_prompts:
-            raise ValueError(
-                f"A generation batch needs {batch_size} distinct prompts ({PROMPTS_PER_BATCH}) and the dataset has "
-                f"{num_prompts}: use a larger dataset or fewer prompts per generation batch."
-            )
+        check_batch_size(batch_size, num_prompts)
         self.selector = selector
         self.batch_size = batch_size
         self.warmup_batches = warmup_batches
@@ -301,6 +297,15 @@ class Rounds:
         self.recent = RecentBatches(N, self.batches_per_epoch)
         for batch in recent.astype(np.int64):
             self.recent.add(batch)
+
+
+def check_batch_size(batch_size: int, num_prompts: int) -> None:
+    """Raises `ValueError` unless a generation batch of `batch_size` distinct prompts fits in `num_prompts`."""
+    if not 1 <= batch_size <= num_prompts:
+        raise ValueError(
+            f"A generation batch needs {batch_size} distinct prompts ({PROMPTS_PER_BATCH}) and the dataset has "
+            f"{num_prompts}: use a larger dataset or fewer prompts per generation batch."
+        )
 
 
 def check_batches(name: str, rows: np.ndarray, num_prompts: int, batch_size: int) -> None:

@@ -27,7 +27,12 @@ def simulate_command(args: argparse.Namespace) -> dict:
     if unknown:
         raise SystemExit(f"--selectors: unknown {unknown}; choose among {list(METHODS)}.")
     scenario = SCENARIOS[args.scenario]
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as error:
+        raise SystemExit(
+            f"--out {args.out}: cannot create this folder ({error.strerror}); name a folder to write to."
+        ) from None
     traces = {m: [simulate(m, scenario, args.steps, seed) for seed in range(args.seeds)] for m in methods}
     results = {
         "scenario": vars(scenario),
@@ -107,6 +112,17 @@ def _plot(results: dict, out: str) -> list[str]:
     return list(figures)
 
 
+def _at_least_1(text: str) -> int:
+    """A count of 1 or more, for argparse: anything else is refused with the value named."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1: give at least 1")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:  # TRL's parser owns every flag of `train`
@@ -136,8 +152,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="kgps,kgps_paper,mopps,greso,uniform,ds",
         help=f"comma-separated selectors, among: {', '.join(METHODS)}",
     )
-    sim.add_argument("--seeds", type=int, default=3, help="runs per selector, seeds 0 .. n-1, paired across selectors")
-    sim.add_argument("--steps", type=int, default=200, help="steps after the warmup epoch")
+    sim.add_argument(
+        "--seeds", type=_at_least_1, default=3, help="runs per selector, seeds 0 .. n-1, paired across selectors"
+    )
+    sim.add_argument("--steps", type=_at_least_1, default=200, help="steps after the warmup epoch")
     sim.add_argument("--out", default="simulation", help="folder for the results and figures (created if missing)")
     args = parser.parse_args(argv)
     if args.command == "simulate":

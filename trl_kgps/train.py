@@ -36,8 +36,10 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from ._features import selector_for
 from ._plots import natural_key, plot_rollouts, pyplot
 from ._report import last_metrics
+from ._rounds import check_batch_size
 from .callback import KGPSCallback
 from .config import KGPSConfig
 from .script_args import SelectorArguments
@@ -179,8 +181,11 @@ def main(argv: Sequence[str] | None = None) -> dict:
         # transformers 5 renames gradient checkpointing and warns on every access TRL makes: noise for this command
         warnings.filterwarnings("ignore", message=r".*deprecated and will be removed in v6", category=FutureWarning)
         parser = make_parser()
-        script_args, kgps_args, training_args, model_args = parser.parse_args_and_config(args=argv)
-        return train(script_args, training_args, kgps_args, model_args)
+        try:
+            script_args, kgps_args, training_args, model_args = parser.parse_args_and_config(args=argv)
+            return train(script_args, training_args, kgps_args, model_args)
+        except ValueError as error:  # a bad flag or dataset: its message names the fix, a traceback would bury it
+            raise SystemExit(f"trl-kgps train: {error}") from error
 
 
 def train(script_args, training_args, kgps_args, model_args) -> dict:
@@ -196,7 +201,8 @@ def train(script_args, training_args, kgps_args, model_args) -> dict:
 def _train(script_args, training_args, kgps_args, model_args) -> dict:
     from trl import GRPOTrainer, get_peft_config
 
-    model, tokenizer = _policy(script_args, model_args, training_args.seed)
+    if training_args.max_steps == 0:
+        raise ValueError("--max_steps 0 trains nothing: give the optimizer steps to train (-1: --num_train_epochs).")
     if script_args.dataset_name is None:
         problems = arithmetic.make_dataset(script_args.num_prompts + script_args.num_eval_prompts, seed=1)
         split = problems.train_test_split(test_size=script_args.num_eval_prompts, shuffle=False)
@@ -208,13 +214,18 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
             script_args.dataset_name, script_args.dataset_config, split=script_args.dataset_train_split
         )
         eval_dataset, reward = None, accuracy_reward
-
-    before = _accuracy(model, tokenizer, eval_dataset, script_args, training_args)
     if kgps_args.feature_columns is None and kgps_args.shared_variance > 0 and "level" in train_dataset.column_names:
         # Its data's difficulty level: what KGPS shares across prompts, unless --feature_columns names others
         # (--shared_variance 0 shares nothing).
         kgps_args = dataclasses.replace(kgps_args, feature_columns=["level"])
-    kgps = KGPSCallback(kgps_args, selector=script_args.selector)
+    # What the trainer would refuse once the model is built and warmed up, refused now: the dataset's size against a
+    # generation batch, and the columns KGPS reads.
+    check_batch_size(training_args.generation_batch_size // training_args.num_generations, len(train_dataset))
+    selector = selector_for(script_args.selector, train_dataset, kgps_args, training_args.seed)
+
+    model, tokenizer = _policy(script_args, model_args, training_args.seed)
+    before = _accuracy(model, tokenizer, eval_dataset, script_args, training_args)
+    kgps = KGPSCallback(kgps_args, selector=selector)
     trace = DifficultyTrace(kgps)
     trainer = GRPOTrainer(
         model=model,
@@ -434,7 +445,12 @@ def _plot(trace: DifficultyTrace, labels: Sequence[str] | None, output_dir: str,
     if plt is None:
         return False
     if not trace.steps:
-        logger.warning("The run did not leave the warmup: no difficulty estimates to plot.")
+        logger.warning(
+            "No difficulty estimates to plot: %s.",
+            "the run did not leave the warmup"
+            if trace.kgps.in_warmup
+            else "no step after the warmup was a logging step (--logging_steps)",
+        )
         return False
     snapshots = np.stack(trace.snapshots)  # (T, N)
     fig, ax = plt.subplots(figsize=(7.5, 3.8))

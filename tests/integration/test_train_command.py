@@ -74,9 +74,25 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, mo
     assert int(np.sum(table["times_selected"])) >= 6 * 4
 
 
-def test_train_refuses_bad_sizes_before_building_anything(tmp_path):
-    with pytest.raises(ValueError, match="--num_prompts 0 must be >= 1"):
-        main(["train", "--output_dir", str(tmp_path), "--num_prompts", "0"])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--num_prompts", "0"], r"--num_prompts 0 must be >= 1\.$"),
+        (
+            ["--num_prompts", "1"],
+            r"A generation batch needs 8 distinct prompts .* and the dataset has 1: use a larger",
+        ),
+        (
+            ["--feature_columns", "nosuch"],
+            r"feature_columns names \['nosuch'\], which the train dataset does not have",
+        ),
+        (["--max_steps", "0"], r"--max_steps 0 trains nothing"),
+    ],
+)
+def test_train_refuses_bad_flags_in_one_line_before_the_warm_start(tmp_path, caplog, args, message):
+    with pytest.raises(SystemExit, match=r"^trl-kgps train: " + message):
+        main(["train", "--output_dir", str(tmp_path), *args])
+    assert "Warm start" not in caplog.text
     assert not any(tmp_path.iterdir())
 
 
@@ -116,13 +132,23 @@ def test_the_model_card_names_the_hub_repo_when_there_is_one(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_run_shorter_than_the_papers_warmup_does_not_claim_a_difficulty_plot(tmp_path, capsys):
-    # The paper's warmup epoch is 4 steps here (16 prompts, 4 a step); 2 steps never leave it.
-    args = [*FEW_STEPS, "--warmup_epochs", "1", "--max_steps", "2"]
-    main(["train", "--output_dir", str(tmp_path), *args])
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        # The paper's warmup epoch is 4 steps here (16 prompts, 4 a step); 2 steps never leave it.
+        (["--warmup_epochs", "1", "--max_steps", "2"], "the run did not leave the warmup"),
+        # The default has no warmup; one step is not a logging step (every 2).
+        (["--max_steps", "1"], "no step after the warmup was a logging step (--logging_steps)"),
+    ],
+)
+def test_a_run_without_a_logged_step_after_warmup_does_not_claim_a_difficulty_plot(
+    tmp_path, capsys, caplog, args, reason
+):
+    main(["train", "--output_dir", str(tmp_path), *FEW_STEPS, *args])
     wrote = capsys.readouterr().out.strip().splitlines()[-1]
     assert wrote.startswith("wrote the model") and "kgps_difficulty.png" not in wrote
     assert not (tmp_path / "kgps_difficulty.png").exists()
+    assert f"No difficulty estimates to plot: {reason}." in caplog.text
 
 
 def test_train_help_opens_with_this_commands_and_kgps_flags_and_hides_the_unusable_ones(capsys):

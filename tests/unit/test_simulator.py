@@ -81,6 +81,23 @@ def test_cli_refuses_an_unknown_selector(tmp_path):
         main(["simulate", "--selectors", "kgps,random", "--out", str(tmp_path)])
 
 
+@pytest.mark.parametrize(
+    "flag, value, says",
+    [("--seeds", "0", "0 is below 1"), ("--steps", "0", "0 is below 1"), ("--steps", "-5", "-5 is below 1")],
+)
+def test_cli_refuses_no_seeds_or_steps_before_writing_anything(tmp_path, capsys, flag, value, says):
+    with pytest.raises(SystemExit) as refused:
+        main(["simulate", flag, value, "--out", str(tmp_path / "out")])
+    assert refused.value.code == 2 and f"argument {flag}: {says}: give at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_names_an_out_folder_it_cannot_create(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match=r"^--out .*file/x: cannot create this folder \(Not a directory\); name a"):
+        main(["simulate", "--steps", "1", "--seeds", "1", "--out", str(tmp_path / "file" / "x")])
+
+
 LEVELS = Scenario(
     num_prompts=8, batch_size=8, rollouts=4, level_means=(2.0, -1.0), initial_spread=0.5, learning_rate=0.1,
     shared_drift=0.0, shared_noise=0.0, prompt_noise=0.0, trained_drift=0.0, level_transfer=3.0, ceiling=2.5,
