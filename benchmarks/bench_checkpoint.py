@@ -3,6 +3,9 @@ Time and size of the KGPS state file (`kgps_state.npz`) for large prompt pools: 
 flags, the selection counts and the sampler's batches written atomically and read back, as `KGPSCallback` does beside
 every saved model.
 
+Then the digest of the train dataset's prompts that a checkpoint records (`_prompts_digest`, computed once per run),
+against reading the `prompt` column alone (`dataset["prompt"]` as a list), for text prompts and for conversations.
+
 Run: `python benchmarks/bench_checkpoint.py`.
 """
 
@@ -15,6 +18,7 @@ import numpy as np
 
 from trl_kgps import KGPSSelector
 from trl_kgps import _state_file as state_file
+from trl_kgps._prompts_digest import prompts_digest
 
 
 def main():
@@ -45,6 +49,28 @@ def main():
         print(
             f"| {n:.0e} | {size / 2**20:.0f} MiB | {statistics.median(saves):.2f} s | {statistics.median(loads):.2f} s |"
         )
+
+    digest_table()
+
+
+def digest_table(n=200_000):
+    from datasets import Dataset
+
+    print(f"\nDigest of {n:,} prompts\n\n| prompts | digest | reading the column | ratio |\n|---|---|---|---|")
+    for kind, prompts in (
+        ("text", [f"What is {i} + {7 * i}? Show your work." for i in range(n)]),
+        ("conversations", [[{"role": "user", "content": f"What is {i} + {7 * i}?"}] for i in range(n)]),
+    ):
+        dataset = Dataset.from_dict({"prompt": prompts})
+        digest = statistics.median(_seconds(lambda: prompts_digest(dataset)) for _ in range(3))
+        read = statistics.median(_seconds(lambda: list(dataset["prompt"])) for _ in range(3))
+        print(f"| {kind} | {digest:.2f} s | {read:.2f} s | {digest / read:.1f}x |")
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,12 @@ Baselines measured in the same run:
 - `floor`: the time to read each prompt's mean and variance once (8 bytes a prompt in float32) at the array-copy
   bandwidth measured here. The KGPS round reads 4 bytes a prompt (its score bounds) and can beat it.
 
-Run: `python benchmarks/bench_selector.py` (add `--sizes 1e4 1e5` for a quick look).
+**Many groups.** The default sharing by one categorical column of `G` values (`D = G + 1`), over the largest `N`:
+its round against the same filter with the textbook update of the shared part, the information form
+`Sigma <- (Sigma^-1 + Z^T V^-1 Z)^-1` with two `D x D` inverses and dense feature rows (O(D^3) a round). A column of
+more than `MAX_CATEGORICAL_VALUES` values is refused when the selector is built: that row gives the time to refuse.
+
+Run: `python benchmarks/bench_selector.py` (add `--sizes 1e4 1e5 --groups` for a quick look).
 """
 
 import argparse
@@ -36,6 +41,7 @@ import tracemalloc
 import numpy as np
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors.shared import MAX_CATEGORICAL_VALUES, SharedFactor
 
 
 B, K, NORM = 256, 8, 0.05  # batch, rollouts per prompt, parameter-update norm per round (Q = 0.1 * NORM)
@@ -98,6 +104,30 @@ class WholePoolNumpy(KGPSSelector):
         return top[np.argsort(-key[top])]
 
 
+class InformationForm(SharedFactor):
+    """The shared factor updated in information form, with dense feature rows: the textbook O(D^3) round."""
+
+    def absorb(self, indices, m, P, y, R):
+        seen = np.isfinite(R)
+        m_new, P_new = m.copy(), P.copy()
+        z, m, P, y, R = self.design.rows[self.design.cell[indices[seen]]], m[seen], P[seen], y[seen], R[seen]
+        weight = 1.0 / (P + R)
+        Sigma = np.linalg.inv(np.linalg.inv(self.Sigma) + (z.T * weight) @ z)
+        self.Sigma = (Sigma + Sigma.T) / 2
+        self.mu = self.mu + self.Sigma @ (z.T @ (weight * (y - z @ self.mu - m)))
+        g = P / (P + R)
+        m_new[seen] = m + g * (y - z @ self.mu - m)
+        P_new[seen] = (1.0 - g) * P + g**2 * np.einsum("nd,de,ne->n", z, self.Sigma, z)
+        return m_new, P_new
+
+
+def information_form(selector):
+    """`selector` with its shared factor turned into `InformationForm` (dense rows: no one-hot gathers)."""
+    selector.shared.__class__ = InformationForm
+    selector.shared.design.active = None
+    return selector
+
+
 def kgps_from(mean, variance, config=None, selector_class=KGPSSelector, features=None):
     selector = selector_class(mean.size, config or KGPSConfig.paper(), features=features)
     state = selector.state_dict()
@@ -148,6 +178,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6, 1e7])
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument(
+        "--groups", nargs="*", type=int, default=[35, 256, MAX_CATEGORICAL_VALUES, 10_000], help="values of the column"
+    )
     args = parser.parse_args()
 
     print(f"Default (KGPSConfig()): {B} prompts selected per round\n")
@@ -171,6 +204,8 @@ def main():
                 f"| {n:.0e} | {name} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | {numpy_median * 1e3:.1f} ms | "
                 f"{numpy_median / median:.0f}x | {round_peak / n:.3f} |"
             )
+    if args.groups:
+        many_groups(int(max(args.sizes)), args.groups, args.rounds)
     print("\nThe paper's rule (KGPSConfig.paper()):\n")
 
     bandwidth = copy_bandwidth()
@@ -200,6 +235,31 @@ def main():
                 f"{numpy_median * 1e3:.1f} ms | {numpy_median / median:.1f}x | {floor * 1e3:.2f} ms | "
                 f"{median / floor:.2f}x | {state_bytes / n:.1f} | {round_peak / n:.2f} |"
             )
+
+
+def many_groups(n, groups, rounds):
+    print(f"\nMany groups: the default sharing by one column of G values, N = {n:.0e}, {B} prompts a round\n")
+    print("| G | D | default median | default mean | information form median | speed-up | covariance bytes |")
+    print("|---|---|---|---|---|---|---|")
+    mean, variance = initial_state(n, "spread", np.random.default_rng(0))
+    config = KGPSConfig(feature_columns=["group"])
+    for g in groups:
+        features = {"group": np.arange(n) % g}
+        if g > MAX_CATEGORICAL_VALUES:
+            t0 = time.perf_counter()
+            try:
+                kgps_from(mean, variance, config, features=features)
+            except ValueError:
+                print(f"| {g:,} | {g + 1:,} | refused in {(time.perf_counter() - t0) * 1e3:.1f} ms | | | | |")
+            continue
+        selector = kgps_from(mean, variance, config, features=features)
+        _, median, mean_t = time_rounds(selector, rounds, np.random.default_rng(1), NORM)
+        baseline = information_form(kgps_from(mean, variance, config, features=features))
+        _, dense_median, _ = time_rounds(baseline, 3, np.random.default_rng(1), NORM)
+        print(
+            f"| {g:,} | {g + 1:,} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | {dense_median * 1e3:.1f} ms | "
+            f"{dense_median / median:.0f}x | {selector.shared.Sigma.nbytes:,} |"
+        )
 
 
 if __name__ == "__main__":

@@ -149,7 +149,8 @@ class KGPSConfig:
         metadata={
             "help": "Train-dataset columns whose values prompts share, from which KGPS learns across prompts: "
             "categorical columns (e.g. MATH's 'level' and 'type', a mixture's 'source') or one embedding column (a "
-            "float vector per prompt). Unset: one factor shared by all prompts. Needs shared_variance > 0.",
+            "float vector per prompt). Categorical columns may hold at most 1,024 distinct values in all. Unset: one "
+            "factor shared by all prompts. Needs shared_variance > 0.",
             "nargs": "+",
         },
     )
