@@ -62,8 +62,8 @@ def digest_table(n=200_000):
         ("conversations", [[{"role": "user", "content": f"What is {i} + {7 * i}?"}] for i in range(n)]),
     ):
         dataset = Dataset.from_dict({"prompt": prompts})
-        digest = statistics.median(_seconds(lambda: prompts_digest(dataset)) for _ in range(3))
-        read = statistics.median(_seconds(lambda: list(dataset["prompt"])) for _ in range(3))
+        digest = statistics.median(_seconds(lambda d=dataset: prompts_digest(d)) for _ in range(3))
+        read = statistics.median(_seconds(lambda d=dataset: list(d["prompt"])) for _ in range(3))
         print(f"| {kind} | {digest:.2f} s | {read:.2f} s | {digest / read:.1f}x |")
 
 
