@@ -402,9 +402,13 @@ class SharedFactor:
         # beta's exact update by y = z^T beta + r + e, with r ~ N(m, P) integrated out: each row's observations
         # pooled into one, then the covariance form over the batch's c distinct rows Z, O(c D^2 + c^3).
         weight = 1.0 / (P + R)
-        rows, which = np.unique(cells, return_inverse=True)
-        precision = np.bincount(which, weight)
-        y_bar = np.bincount(which, weight * (y - m)) / precision
+        if self.design.active is None:  # a row per prompt, and the batch's prompts are distinct
+            rows, precision, y_bar = cells, weight, y - m
+        else:  # by bincount, O(C), less than the O(c D^2) below; np.unique's sort would make the peak memory vary
+            precision = np.bincount(cells, weight, minlength=self.design.num_cells)
+            rows = np.flatnonzero(precision)
+            y_bar = np.bincount(cells, weight * (y - m), minlength=self.design.num_cells)[rows] / precision[rows]
+            precision = precision[rows]
         ZSigma = self._rows_times(rows, self.Sigma)  # (c, D)
         S = self._rows_times(rows, ZSigma.T) + np.diag(1.0 / precision)  # S = Z Sigma Z^T + V, (c, c)
         K = np.linalg.solve(S, ZSigma).T  # K = Sigma Z^T S^-1, (D, c)
