@@ -214,12 +214,23 @@ def test_metrics_that_stop_reaching_the_logs_give_one_warning(tmp_path, model, t
     assert len(ours) == 1 and trl.__version__ in str(ours[0].message)
 
 
-def test_remove_unused_columns_is_refused_with_the_fix(tmp_path, model, tokenizer):
-    with pytest.raises(ValueError, match="remove_unused_columns=False"):
+@pytest.mark.parametrize(
+    "argument, message",
+    [
+        # it would drop the index column by which KGPS attributes rewards
+        (dict(remove_unused_columns=True), r"set remove_unused_columns=False"),
+        # KGPS chooses the order of the prompts, whatever the trainer is told
+        (dict(shuffle_dataset=False), r"shuffle_dataset=False .* KGPS chooses the order of the prompts"),
+    ],
+)
+def test_a_trainer_argument_kgps_cannot_honour_is_refused_with_the_reason(
+    tmp_path, model, tokenizer, argument, message
+):
+    with pytest.raises(ValueError, match=message):
         trl.GRPOTrainer(
             model=model,
             reward_funcs=RewardLog(),
-            args=trainer_args(tmp_path, max_steps=2, remove_unused_columns=True),
+            args=trainer_args(tmp_path, max_steps=2, **argument),
             train_dataset=prompt_dataset(16),
             processing_class=tokenizer,
             callbacks=[KGPSCallback()],
@@ -246,18 +257,6 @@ def test_a_second_kgps_callback_on_one_trainer_is_refused_as_such(tmp_path, mode
         trainer.add_callback(KGPSCallback(trainer=trainer))
         trainer.add_callback(KGPSCallback(trainer=trainer))
         trainer.train()
-
-
-def test_shuffle_dataset_false_is_refused_with_the_reason(tmp_path, model, tokenizer):
-    with pytest.raises(ValueError, match=r"shuffle_dataset=False .* KGPS chooses the order of the prompts"):
-        trl.GRPOTrainer(
-            model=model,
-            reward_funcs=RewardLog(),
-            args=trainer_args(tmp_path, max_steps=2, shuffle_dataset=False),
-            train_dataset=prompt_dataset(16),
-            processing_class=tokenizer,
-            callbacks=[KGPSCallback()],
-        )
 
 
 def test_an_infinite_reward_stops_training_before_kgps_counts_it(tmp_path, model, tokenizer):
