@@ -21,6 +21,7 @@ def update_for(i, shape):
 
 
 def main(model_dir, out):
+    dist.init_process_group("gloo")  # CPU processes: FSDP2's mesh follows this group
     reference = AutoModelForCausalLM.from_pretrained(model_dir)
     before = [p.detach().double().clone() for p in reference.parameters()]
     with torch.no_grad():

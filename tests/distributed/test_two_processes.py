@@ -1,4 +1,7 @@
-"""Two CPU processes under torchrun (gloo): DDP with GRPOTrainer, and FSDP2-sharded parameters."""
+"""
+Two CPU processes under torchrun (gloo): DDP with GRPOTrainer, and FSDP2-sharded parameters. On a machine with GPUs
+the children see none: these tests are of CPU processes (two GPUs over NCCL are `tests/gpu`'s).
+"""
 
 import json
 import os
@@ -20,7 +23,8 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 def torchrun(script, *args, cwd, check=True):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # CUDA hidden: transformers would otherwise put an FSDP2 mesh on the GPUs, with NCCL and one device per rank.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "CUDA_VISIBLE_DEVICES": ""}
     command = [
         sys.executable,
         "-m",

@@ -41,7 +41,8 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, mo
     assert torch.get_num_threads() == threads, "the caller's torch threads are restored"
 
     summary = json.loads((tmp_path / "kgps_summary.json").read_text())
-    assert summary["threads"] == 1  # the built-in model trains on one thread by default without a GPU
+    # The built-in model trains on one thread by default without a GPU; with one, torch's threads are left alone.
+    assert summary["threads"] == (threads if torch.cuda.is_available() else 1)
     # 16 prompts in batches of 4 prompts x 4 completions, all 6 chosen by KGPS (no warmup epoch by default).
     assert summary["steps"] == 6 and summary["rollouts"] == 6 * 16
     assert 4 / 16 <= summary["coverage"] <= 1.0
