@@ -14,7 +14,9 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 
-_BLOCK = 1 << 20  # elements per block of the delta norm: its float64 copy (8 MiB) stays in cache
+_BLOCK = 1 << 20  # elements per block of the delta norm on a CPU: its float64 copy (8 MiB) stays in cache
+# Elements per multi-tensor pass of the delta norm on an accelerator: its float32 temporaries stay under 384 MiB.
+_DEVICE_CHUNK = 1 << 25
 
 
 def world_size() -> int:
@@ -51,7 +53,8 @@ class ParameterDelta:
     (exact for bf16/fp16 values, and for fp32 steps small against the weight), sums their squares in float64,
     divides each rank's sum by how many ranks hold the same values, and all-reduces once: exact for one process,
     DDP, FSDP2 and DeepSpeed ZeRO-1/2/3 alike, and for the LoRA adapters under PEFT (then the only trainable
-    parameters).
+    parameters). On a CPU it reads the values in cache-sized blocks; on an accelerator it runs multi-tensor kernels
+    over chunks of `_DEVICE_CHUNK` values, with one host sync a step (`float` of the all-reduced total).
 
     With `sample < 1`, this rank's trainable values are read as one vector, parameter after parameter, and only every
     \\(s\\)-th of them is copied and compared, from one seeded offset \\(o \in [0, s)\\), where \\(s\\) is
@@ -144,17 +147,63 @@ class ParameterDelta:
         tracked = self._tracked()
         # every rank joins the all-reduce, also one whose sample missed all of its (small) shard
         device = _local_shard(self.parameters[0], world_size())[0].device
-        total = torch.zeros((), dtype=torch.float64, device=device)
+        pairs = []  # (values now, their reference copy, weight)
         for k, (members, weight, old) in enumerate(self._packs):
             new = torch.cat([tracked[i][0] for i in members])
-            total += _squared_norm((_exact(new) - _exact(old)).double()).to(device) * weight
-            self._packs[k] = (members, weight, new)
-        for i, old in self._copies.items():
-            values, weight = tracked[i]
-            total += _squared_change(values, old).to(device) * weight
+            pairs.append((new, old, weight))
+            self._packs[k] = (members, weight, new)  # the new pack is the next reference
+        copies = [(tracked[i][0], old, tracked[i][1]) for i, old in self._copies.items()]
+        if _accelerated(device):
+            total = _fused_squared_changes(pairs + copies, device)
+            if copies:
+                torch._foreach_copy_([old for _, old, _ in copies], [new for new, _, _ in copies])
+        else:
+            total = torch.zeros((), dtype=torch.float64, device=device)
+            for new, old, weight in pairs:
+                total += _squared_norm((_exact(new) - _exact(old)).double()).to(device) * weight
+            for values, old, weight in copies:
+                total += _squared_change(values, old).to(device) * weight
         if world_size() > 1:
             dist.all_reduce(total)
         return float(total.sqrt())
+
+
+def _accelerated(device: torch.device) -> bool:
+    """Whether the norm runs as multi-tensor kernels (an accelerator) rather than cache-sized blocks (a CPU)."""
+    return device.type != "cpu"
+
+
+def _fused_squared_changes(
+    pairs: list[tuple[torch.Tensor, torch.Tensor, float]], device: torch.device
+) -> torch.Tensor:
+    """
+    `sum(weight * sum((new - old)^2))` over `(new, old, weight)` pairs, as one float64 scalar on `device`: differences
+    in float32 (exact for bf16/fp16 values), squares summed in float64, by foreach (multi-tensor) kernels over chunks
+    of at most `_DEVICE_CHUNK` values, so the launches do not grow with the parameters' size. No host sync.
+    """
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    pieces: dict[float, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+    for new, old, weight in pairs:
+        pieces.setdefault(weight, []).extend(zip(new.split(_DEVICE_CHUNK), old.split(_DEVICE_CHUNK)))
+    for weight, group in pieces.items():
+        for chunk in _chunks(group, _DEVICE_CHUNK):
+            diffs = torch._foreach_sub([_exact(new) for new, _ in chunk], [_exact(old) for _, old in chunk])
+            norms = torch._foreach_norm(diffs, 2, dtype=torch.float64)
+            total += torch.stack(norms).square().sum().to(device) * weight
+    return total
+
+
+def _chunks(pieces: list[tuple[torch.Tensor, torch.Tensor]], limit: int):
+    """`pieces` (pairs of at most `limit` values each) in consecutive runs of at most `limit` values."""
+    chunk, size = [], 0
+    for new, old in pieces:
+        if chunk and size + new.numel() > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((new, old))
+        size += new.numel()
+    if chunk:
+        yield chunk
 
 
 def _squared_norm(diff: torch.Tensor) -> torch.Tensor:
