@@ -128,14 +128,8 @@ class ParameterDelta:
             else:
                 groups.setdefault((values.dtype, values.device, weight), []).append(i)
         for (_, _, weight), members in groups.items():
-            pack, size = [], 0
-            for i in members:
-                if pack and size + tracked[i][0].numel() > _BLOCK:
-                    self._packs.append((pack, weight, torch.cat([tracked[j][0] for j in pack])))
-                    pack, size = [], 0
-                pack.append(i)
-                size += tracked[i][0].numel()
-            self._packs.append((pack, weight, torch.cat([tracked[j][0] for j in pack])))
+            for pack in _runs(members, [tracked[i][0].numel() for i in members], _BLOCK):
+                self._packs.append((pack, weight, torch.cat([tracked[j][0] for j in pack])))
 
     @torch.no_grad()
     def step(self) -> float:
@@ -186,24 +180,24 @@ def _fused_squared_changes(
     for new, old, weight in pairs:
         pieces.setdefault(weight, []).extend(zip(new.split(_DEVICE_CHUNK), old.split(_DEVICE_CHUNK)))
     for weight, group in pieces.items():
-        for chunk in _chunks(group, _DEVICE_CHUNK):
+        for chunk in _runs(group, [new.numel() for new, _ in group], _DEVICE_CHUNK):
             diffs = torch._foreach_sub([_exact(new) for new, _ in chunk], [_exact(old) for _, old in chunk])
             norms = torch._foreach_norm(diffs, 2, dtype=torch.float64)
             total += torch.stack(norms).square().sum().to(device) * weight
     return total
 
 
-def _chunks(pieces: list[tuple[torch.Tensor, torch.Tensor]], limit: int):
-    """`pieces` (pairs of at most `limit` values each) in consecutive runs of at most `limit` values."""
-    chunk, size = [], 0
-    for new, old in pieces:
-        if chunk and size + new.numel() > limit:
-            yield chunk
-            chunk, size = [], 0
-        chunk.append((new, old))
-        size += new.numel()
-    if chunk:
-        yield chunk
+def _runs(items: list, sizes: list[int], limit: int):
+    """`items` in consecutive runs whose `sizes` add up to at most `limit` (an item larger than `limit` alone)."""
+    run, total = [], 0
+    for item, size in zip(items, sizes):
+        if run and total + size > limit:
+            yield run
+            run, total = [], 0
+        run.append(item)
+        total += size
+    if run:
+        yield run
 
 
 def _squared_norm(diff: torch.Tensor) -> torch.Tensor:

@@ -49,10 +49,9 @@ def mismatch(saved: dict[str, str], current: dict[str, str], num_prompts: int) -
 
 
 def _prompts(dataset: Any) -> Iterator[Any] | None:
-    if COLUMN in (getattr(dataset, "column_names", None) or ()):
-        if hasattr(dataset, "iter"):  # datasets.Dataset: read in batches, not row by row
-            return (p for batch in dataset.select_columns([COLUMN]).iter(_ROWS_PER_READ) for p in batch[COLUMN])
-        return (dataset[i][COLUMN] for i in range(len(dataset)))
+    if COLUMN in (getattr(dataset, "column_names", None) or ()) and hasattr(dataset, "iter"):
+        # datasets.Dataset: read in batches, not row by row
+        return (p for batch in dataset.select_columns([COLUMN]).iter(_ROWS_PER_READ) for p in batch[COLUMN])
     if len(dataset) and isinstance(dataset[0], dict) and COLUMN in dataset[0]:
         return (dataset[i][COLUMN] for i in range(len(dataset)))
     return None
