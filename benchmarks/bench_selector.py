@@ -30,6 +30,11 @@ its round against the same filter with the textbook update of the shared part, t
 `Sigma <- (Sigma^-1 + Z^T V^-1 Z)^-1` with two `D x D` inverses and dense feature rows (O(D^3) a round). A column of
 more than `MAX_CATEGORICAL_VALUES` values is refused when the selector is built: that row gives the time to refuse.
 
+**DPS** (`selector="dps"`), with the authors' MATH recipe (32 candidates per selected prompt, decay 0.7) and their
+Countdown recipe (8, decay 0.5), in the steady state: after an epoch of candidates, when every candidate drawn was
+last read an epoch of rounds ago and catches up on the steps it missed. Its baseline, `eager numpy`, is the authors'
+loop vectorised as it stands: every prompt ever drawn moved at every step, over the whole `(N, 3, 3)` array.
+
 Run: `python benchmarks/bench_selector.py` (add `--sizes 1e4 1e5 --groups` for a quick look).
 """
 
@@ -41,6 +46,7 @@ import tracemalloc
 import numpy as np
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors import DPSSelector
 from trl_kgps.selectors.shared import MAX_CATEGORICAL_VALUES, SharedFactor
 
 
@@ -128,6 +134,48 @@ def information_form(selector):
     return selector
 
 
+class EagerDPS(DPSSelector):
+    """DPS as the authors' loop runs it, vectorised: every registered prompt moves at every step, O(N) a round."""
+
+    def _advanced(self, indices, to_step):
+        return self.A[indices], self.pi[indices], self.pi_before[indices]
+
+    def update(self, indices, successes, trials):
+        registered = self.touched >= 0
+        super().update(indices, successes, trials)
+        moving = registered & (self.touched < self.steps)  # every registered prompt not observed now: one step
+        A = self.decay * self.A[moving] + (1.0 - self.decay) * self.A0
+        T = A / A.sum(axis=1, keepdims=True)
+        self.pi_before[moving] = self.pi[moving]
+        pi = np.einsum("nij,nj->ni", T, self.pi[moving])
+        self.A[moving], self.pi[moving] = A, pi / pi.sum(axis=1, keepdims=True)
+        self.touched[moving] = self.steps
+
+
+def dps_rounds(sizes, rounds):
+    print(f"\nDPS (selector='dps'), {B} prompts selected per round, in the steady state\n")
+    print("| recipe | N | candidates | DPS median | DPS mean | eager numpy median | speed-up | state bytes/prompt |")
+    print("|---|---|---|---|---|---|---|---|")
+    for recipe, ratio, decay in (("MATH", 32.0, 0.7), ("Countdown", 8.0, 0.5)):
+        for n in sizes:
+            timed = []
+            for cls in (DPSSelector, EagerDPS):
+                selector = cls(n, decay=decay, candidate_ratio=ratio, seed=0)
+                rng = np.random.default_rng(1)
+                warmup = -(-n // int(ratio * B)) + 2  # an epoch of candidates, and a little more
+                for _ in range(warmup):
+                    batch = selector.select(B)
+                    selector.update(batch, rng.binomial(K, 0.5, B), np.full(B, K))
+                count = rounds if cls is DPSSelector else max(3, min(rounds, int(2e7 // n)))
+                timed.append(time_rounds(selector, count, rng, NORM))
+            state = sum(v.nbytes for v in selector.state_dict().values() if isinstance(v, np.ndarray))
+            (_, median, mean_t), (_, eager, _) = timed
+            print(
+                f"| {recipe} | {n:.0e} | {int(ratio * B):,} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | "
+                f"{eager * 1e3:.1f} ms | {eager / median:.1f}x | {state / n:.0f} |"
+            )
+
+
 def kgps_from(mean, variance, config=None, selector_class=KGPSSelector, features=None):
     selector = selector_class(mean.size, config or KGPSConfig.paper(), features=features)
     state = selector.state_dict()
@@ -181,6 +229,7 @@ def main():
     parser.add_argument(
         "--groups", nargs="*", type=int, default=[35, 256, MAX_CATEGORICAL_VALUES, 10_000], help="values of the column"
     )
+    parser.add_argument("--dps", action=argparse.BooleanOptionalAction, default=True, help="time DPS too")
     args = parser.parse_args()
 
     print(f"Default (KGPSConfig()): {B} prompts selected per round\n")
@@ -206,6 +255,8 @@ def main():
             )
     if args.groups:
         many_groups(int(max(args.sizes)), args.groups, args.rounds)
+    if args.dps:
+        dps_rounds([int(n) for n in args.sizes if n <= 1e6], args.rounds)
     print("\nThe paper's rule (KGPSConfig.paper()):\n")
 
     bandwidth = copy_bandwidth()

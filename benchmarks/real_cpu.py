@@ -66,8 +66,10 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--merge",
         metavar="JSON",
-        help="also report the runs of these regimes and seeds found in this results file (e.g. the committed "
-        "benchmarks/results/real_cpu.json) for methods not run now: baselines measured once, paired with new ones",
+        nargs="+",
+        help="also report the runs of the same seeds found in these results files (e.g. the committed "
+        "benchmarks/results/real_cpu.json) for methods not run now, and their regimes not run now: baselines "
+        "measured once, paired with new ones",
     )
     parser.add_argument("--check", action="store_true", help="compare one run with the committed results and exit")
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plot from real_cpu.json")
@@ -98,10 +100,10 @@ def main(argv=None) -> int:
             print(report.write(json.load(f), args.out))
         return 0
     regimes, names = args.regimes.split(","), args.methods.split(",")
-    unknown = [r for r in regimes if r not in setting.REGIMES] + [m for m in names if not methods.known(m)]
+    unknown = [r for r in regimes if r not in setting.ALL_REGIMES] + [m for m in names if not methods.known(m)]
     if unknown:
         raise SystemExit(
-            f"unknown regimes or methods {unknown}: regimes {list(setting.REGIMES)}, methods "
+            f"unknown regimes or methods {unknown}: regimes {list(setting.ALL_REGIMES)}, methods "
             f"{list(methods.SUITE + methods.OTHERS)} or a name in trl_kgps.variants.VARIANTS."
         )
     try:
@@ -115,7 +117,7 @@ def main(argv=None) -> int:
         regimes={},
     )
     for name in regimes:
-        built = setting.build(setting.REGIMES[name])
+        built = setting.build(setting.ALL_REGIMES[name])
         results["regimes"][name] = dict(
             regime=setting.describe(built.regime), fingerprint=built.fingerprint(), runs={}
         )
@@ -128,25 +130,28 @@ def main(argv=None) -> int:
               f"{s['unanimous_share']:.2f}, {s['wall_s']:.0f} s", flush=True)  # fmt: skip
     results["wall_s"] = time.perf_counter() - start
     if args.merge:
-        _merge(results, args.merge, names, seeds)
+        _merge(results, args.merge, seeds)
     print(report.write(results, args.out))
     return 0
 
 
-def _merge(results: dict, path: str, names: list[str], seeds: list[int]) -> None:
-    """Adds `path`'s runs of the same regimes and seeds, for methods not run now, if the regimes' settings match."""
-    with open(path) as f:
-        earlier = json.load(f)
-    results["merged"] = dict(path=path, environment=earlier["environment"])
-    for name, regime in results["regimes"].items():
-        other = earlier["regimes"].get(name)
-        if other is None:
-            continue
-        if other["fingerprint"] != regime["fingerprint"]:
-            raise SystemExit(f"--merge {path}: regime {name!r} was run on other data or another warm start there.")
-        for method, runs in other["runs"].items():
-            if method not in names:
-                regime["runs"][method] = {str(s): runs[str(s)] for s in seeds if str(s) in runs}
+def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
+    """
+    Adds the runs of `paths`' results files, for methods not run now and the same seeds (the first file holding a
+    regime's method gives its runs), and the regimes not run now whole; a regime's settings must match.
+    """
+    results["merged"] = []
+    for path in paths:
+        with open(path) as f:
+            earlier = json.load(f)
+        results["merged"].append(dict(path=path, command=earlier["command"], environment=earlier["environment"]))
+        for name, other in earlier["regimes"].items():
+            regime = results["regimes"].setdefault(name, {**other, "runs": {}})
+            if other["fingerprint"] != regime["fingerprint"]:
+                raise SystemExit(f"--merge {path}: regime {name!r} was run on other data or another warm start there.")
+            for method, runs in other["runs"].items():
+                if method not in regime["runs"]:  # run now, or given by an earlier file
+                    regime["runs"][method] = {str(s): runs[str(s)] for s in seeds if str(s) in runs}
 
 
 if __name__ == "__main__":

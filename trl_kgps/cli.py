@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     sim.add_argument(
         "--selectors",
-        default="kgps,kgps_paper,mopps,greso,uniform,ds",
+        default="kgps,kgps_paper,mopps,greso,dps,uniform,ds",
         help=f"comma-separated selectors, among: {', '.join(METHODS)}",
     )
     sim.add_argument(

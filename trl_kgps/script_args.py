@@ -16,8 +16,8 @@ class SelectorArguments:
         selector (`str`, *optional*, defaults to `"kgps"`):
             Which prompts each generation batch trains on: `"kgps"` (Kalman-Guided Prompt Selection), or one of the
             paper's baselines, run through the same sampler, metrics and checkpoints: `"uniform"` (TRL's order),
-            `"mopps"` (Beta posteriors, Thompson sampling) or `"greso"` (skips prompts whose recent groups were all
-            right or all wrong).
+            `"mopps"` (Beta posteriors, Thompson sampling), `"greso"` (skips prompts whose recent groups were all
+            right or all wrong) or `"dps"` (a hidden Markov model of each prompt's solving state).
     """
 
     selector: str = field(
@@ -25,8 +25,8 @@ class SelectorArguments:
         metadata={
             "help": "Which prompts each generation batch trains on: 'kgps' (Kalman-Guided Prompt Selection), or one "
             "of the paper's baselines through the same sampler, metrics and checkpoints: 'uniform' (TRL's order), "
-            "'mopps' (Beta posteriors, Thompson sampling) or 'greso' (skips prompts whose recent groups were all "
-            "right or all wrong).",
+            "'mopps' (Beta posteriors, Thompson sampling), 'greso' (skips prompts whose recent groups were all "
+            "right or all wrong) or 'dps' (a hidden Markov model of each prompt's solving state).",
             "choices": list(SELECTORS),
         },
     )

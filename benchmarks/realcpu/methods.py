@@ -1,7 +1,7 @@
 """
 Every method the testbed compares, by name: the library's selectors (`uniform`, `kgps` the default reading the
 dataset's `level` column as `trl-kgps train` does, `kgps_global` the default with no column, `kgps_per_prompt` the
-per-prompt default of trl-kgps 0.2, `kgps_paper`, `mopps`, `greso`, and every configuration in
+per-prompt default of trl-kgps 0.2, `kgps_paper`, `mopps`, `greso`, `dps`, and every configuration in
 `trl_kgps.variants.VARIANTS`, alone or with `:level` or `:embedding` as its feature), and benchmark-only ones that
 know what no real selector can:
 
@@ -28,7 +28,7 @@ from trl_kgps.variants import VARIANTS, variant_config
 
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
 SUITE = (
-    "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso",
+    "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso", "dps",
     "oracle", "oracle@25", "oracle@100", "oracle_level",
 )  # fmt: skip
 OTHERS = ("kgps_paper", "oracle_greedy", "ds")
@@ -239,9 +239,9 @@ def build(method: str, setting, model, seed: int):
     name, _, refresh = method.partition("@")
     if name in ORACLES:
         truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
-        levels = setting.train["level"] if name == "oracle_level" else None
+        levels = setting.true_levels if name == "oracle_level" else None
         rule = "greedy" if name == "oracle_greedy" else "proportional"
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
-    if method in ("uniform", "mopps", "greso"):
+    if method in ("uniform", "mopps", "greso", "dps"):
         return method, KGPSConfig()
     raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")

@@ -198,10 +198,9 @@ def _check_line(key: str, check: dict) -> str:
     )
 
 
-def overview(results: dict) -> str:
-    """Methods by regime: the final held-out accuracy minus uniform's on the same seed, mean ± std over seeds."""
-    names = list(results["regimes"])
-    methods = list(dict.fromkeys(m for entry in results["regimes"].values() for m in entry["runs"]))
+def overview(results: dict, names: list[str]) -> str:
+    """Methods by regime `names`: the final held-out accuracy minus uniform's on the same seed, mean ± std over seeds."""
+    methods = list(dict.fromkeys(m for n in names for m in results["regimes"][n]["runs"]))
     lines = ["| method | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
     pairs = {n: paired(results["regimes"][n]["runs"]) for n in names}
     for method in methods:
@@ -212,9 +211,12 @@ def overview(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def default_versus_baselines(results: dict, method: str = "kgps", baselines=("uniform", "mopps", "greso")) -> str:
+PEERS = ("uniform", "mopps", "greso", "dps", "kgps_per_prompt", "oracle")
+
+
+def default_versus_baselines(results: dict, names: list[str], method: str = "kgps", baselines=PEERS) -> str:
     """`method`'s final held-out accuracy minus each baseline's on the same seed, by regime (mean ± std over seeds)."""
-    names = [n for n in results["regimes"] if method in results["regimes"][n]["runs"]]
+    names = [n for n in names if method in results["regimes"][n]["runs"]]
     lines = [f"| {method} minus | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
     for baseline in baselines:
         cells = []
@@ -228,6 +230,9 @@ def default_versus_baselines(results: dict, method: str = "kgps", baselines=("un
 
 def markdown(results: dict) -> str:
     held_back = results["held_back"]
+    regimes = results["regimes"]
+    suite = [n for n in regimes if regimes[n]["regime"].get("column", "level") == "level"]
+    wrong = [n for n in regimes if n not in suite]
     parts = [
         "# The real CPU testbed's suite",
         "",
@@ -235,13 +240,18 @@ def markdown(results: dict) -> str:
         "",
         f"Environment: {describe(results['environment'])}.",
         "",
-        "Final held-out accuracy minus uniform's on the same seed, mean ± std over seeds:",
-        "",
-        overview(results),
     ]
-    if any("kgps" in entry["runs"] and "mopps" in entry["runs"] for entry in results["regimes"].values()):
-        parts += ["The default against each baseline, on the same seed:", "", default_versus_baselines(results)]
-    for name, entry in results["regimes"].items():
+    for merged in results.get("merged", []):
+        parts += [f"With the runs of `{merged['command']}` ({describe(merged['environment'])}).", ""]
+    for names, title in ((suite, ""), (wrong, " where the `level` column is partly or wholly wrong")):
+        if not names:
+            continue
+        parts += [f"Final held-out accuracy minus uniform's on the same seed{title}, mean ± std over seeds:", ""]
+        parts.append(overview(results, names))
+        if any("kgps" in regimes[n]["runs"] for n in names):
+            parts += ["The default against each peer, on the same seed:", ""]
+            parts.append(default_versus_baselines(results, names))
+    for name, entry in regimes.items():
         parts.append(regime_table(name, entry, held_back))
     return "\n".join(parts)
 

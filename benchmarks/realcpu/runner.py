@@ -101,7 +101,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.sampler.times_selected > kgps.config.warmup_epochs)),
         times_selected=kgps.sampler.times_selected.tolist(),
-        levels=list(setting.train["level"]),
+        levels=setting.true_levels.tolist(),
     )
 
 
@@ -149,7 +149,7 @@ def run_task(task: tuple) -> tuple:
 
     regime, method, seed = task
     if regime not in _SETTINGS:
-        _SETTINGS[regime] = settings.build(settings.REGIMES[regime])
+        _SETTINGS[regime] = settings.build(settings.ALL_REGIMES[regime])
     return task, curves(run(_SETTINGS[regime], method, seed))
 
 

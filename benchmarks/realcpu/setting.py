@@ -36,6 +36,11 @@ class Regime:
     Args:
         name, description: how reports name and explain it.
         out_of_reach (`int`): level-4 prompts (never in the warm start: success ~0) added to the 512-prompt pool.
+        solved (`int`): level-1 prompts (the warm start's answers are all right: success ~0.96) added to the pool.
+        column (`str`): the `level` column the selectors read: `"level"` the true one; `"wrong_labels"` half of
+            the labels replaced by another level drawn at random; `"merged_levels"` levels 1 and 2 as one label,
+            3 and 4 as another; `"unrelated"` one of four labels drawn at random, unrelated to difficulty. The true
+            level stays in `true_level` for the report and `oracle_level`.
         prompts_per_step (`int`), num_generations (`int`): a step's batch, `B` prompts x `G` completions.
         learning_rate (`float`): peak learning rate (linear warmup over `lr_warmup_steps`, then linear decay).
         steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
@@ -45,6 +50,8 @@ class Regime:
     name: str
     description: str
     out_of_reach: int = 0
+    solved: int = 0
+    column: str = "level"
     prompts_per_step: int = 4
     num_generations: int = 8
     learning_rate: float = 1e-4
@@ -74,8 +81,27 @@ REGIMES = {
             "other_policy", "as `base`, from warm start 1: another network trained by the same recipe",
             warm_start=1,
         ),
+        Regime(
+            "mostly_solved", "the same 512 + 512 level-1 prompts already solved (5/8 of the pool), 4 x 8 a step",
+            solved=512,
+        ),
     )
 }  # fmt: skip
+# Regimes whose `level` column is partly or wholly wrong: what the default loses, or not, when its column misleads.
+CORRUPTED = {
+    regime.name: regime
+    for regime in (
+        Regime("wrong_labels", "as `base`, half of the `level` labels wrong", column="wrong_labels"),
+        Regime(
+            "wrong_labels_out_of_reach", "as `out_of_reach`, half of the `level` labels wrong",
+            out_of_reach=512, column="wrong_labels",
+        ),
+        Regime("merged_levels", "as `base`, levels 1+2 and 3+4 merged into two labels", column="merged_levels"),
+        Regime("unrelated_column", "as `base`, a `level` column unrelated to difficulty", column="unrelated"),
+    )
+}  # fmt: skip
+ALL_REGIMES = {**REGIMES, **CORRUPTED}
+COLUMNS = ("level", "wrong_labels", "merged_levels", "unrelated")
 
 
 @dataclass
@@ -85,10 +111,16 @@ class Setting:
     regime: Regime
     model: object
     tokenizer: object
-    train: object  # datasets.Dataset with "prompt", "answer" and "level"
+    train: object  # datasets.Dataset with "prompt", "answer", "level" (and "true_level" where the column is wrong)
     test: object
     reward: Callable
     grpo: dict = field(default_factory=dict)
+
+    @property
+    def true_levels(self) -> np.ndarray:
+        """Each training prompt's true level, shape `(N,)`, whatever the `level` column says."""
+        column = "true_level" if "true_level" in self.train.column_names else "level"
+        return np.asarray(self.train[column])
 
     def true_success(self, model, dataset) -> np.ndarray:
         """Every prompt's exact success rate under GRPO's sampling (one teacher-forced pass, no sampling noise)."""
@@ -103,6 +135,7 @@ class Setting:
             train=digest(list(self.train["prompt"]) + list(self.train["answer"])),
             test=digest(list(self.test["prompt"]) + list(self.test["answer"])),
             warm_start=warm_start_digest(self.regime.warm_start),
+            **({"column": digest(self.train["level"])} if self.regime.column != "level" else {}),
         )
 
 
@@ -144,27 +177,58 @@ def grpo_arguments(regime: Regime) -> dict:
 def splits(regime: Regime):
     """
     The regime's RL pool and the shared held-out set: the 512-prompt pool and 1,024 held-out prompts of
-    `trl_kgps.tasks.sharpening.make_splits` (seed 0), plus `regime.out_of_reach` distinct level-4 prompts in neither.
+    `trl_kgps.tasks.sharpening.make_splits` (seed 0), plus `regime.out_of_reach` distinct level-4 prompts and
+    `regime.solved` distinct level-1 prompts in neither, and the `level` column `regime.column` says.
     """
     from datasets import Dataset, concatenate_datasets
 
     from trl_kgps.tasks import sharpening
-    from trl_kgps.tasks.arithmetic import sum_problem
 
     train, test, _ = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, 1, seed=0)
-    if regime.out_of_reach:
-        taken = set(train["prompt"]) | set(test["prompt"])
-        rng = np.random.default_rng(4)  # a stream of its own: the 512-prompt pool stays the same
-        extra = {"prompt": [], "answer": [], "level": []}
-        while len(extra["prompt"]) < regime.out_of_reach:
-            prompt, answer = sum_problem(sharpening.LEVELS[4], rng)
-            if prompt not in taken:
-                taken.add(prompt)
-                extra["prompt"].append(prompt)
-                extra["answer"].append(answer)
-                extra["level"].append(4)
-        train = concatenate_datasets([train, Dataset.from_dict(extra, features=train.features)])
+    taken = set(train["prompt"]) | set(test["prompt"])
+    for count, level, stream in ((regime.out_of_reach, 4, 4), (regime.solved, 1, 6)):
+        if count:  # each from a stream of its own: the 512-prompt pool stays the same
+            extra = _extra_prompts(count, level, taken, np.random.default_rng(stream))
+            train = concatenate_datasets([train, Dataset.from_dict(extra, features=train.features)])
+    if regime.column != "level":
+        labels = corrupted_labels(np.asarray(train["level"]), regime.column, np.random.default_rng(5))
+        train = train.rename_column("level", "true_level").add_column("level", labels.tolist())
     return train, test
+
+
+def _extra_prompts(count: int, level: int, taken: set, rng: np.random.Generator) -> dict[str, list]:
+    """`count` distinct sums of `level` not in `taken` (which grows by them)."""
+    from trl_kgps.tasks import sharpening
+    from trl_kgps.tasks.arithmetic import sum_problem
+
+    extra = {"prompt": [], "answer": [], "level": []}
+    while len(extra["prompt"]) < count:
+        prompt, answer = sum_problem(sharpening.LEVELS[level], rng)
+        if prompt not in taken:
+            taken.add(prompt)
+            extra["prompt"].append(prompt)
+            extra["answer"].append(answer)
+            extra["level"].append(level)
+    return extra
+
+
+def corrupted_labels(levels: np.ndarray, column: str, rng: np.random.Generator) -> np.ndarray:
+    """
+    The `level` column `column` (see `Regime`) for prompts of true `levels` (shape `(N,)`, 1-4), shape `(N,)`.
+
+    >>> corrupted_labels(np.array([1, 2, 3, 4]), "merged_levels", np.random.default_rng(0))
+    array([1, 1, 3, 3])
+    """
+    if column == "wrong_labels":  # a random half, each moved to one of the three other levels
+        labels = levels.copy()
+        wrong = rng.permutation(levels.size)[: levels.size // 2]
+        labels[wrong] = (levels[wrong] - 1 + rng.integers(1, 4, wrong.size)) % 4 + 1
+        return labels
+    if column == "merged_levels":
+        return np.where(levels <= 2, 1, 3)
+    if column == "unrelated":
+        return rng.integers(1, 5, levels.size)
+    raise ValueError(f"column={column!r} is not one of {COLUMNS}.")
 
 
 def warm_start_path(seed: int) -> str:

@@ -10,7 +10,7 @@ import pytest
 from harness import build_model, train
 
 from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table, load_selector
-from trl_kgps.selectors import GRESOSelector, MoPPSSelector, UniformSelector
+from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector
 
 
 pytest.importorskip("trl")
@@ -18,7 +18,13 @@ huggingface_hub = pytest.importorskip("huggingface_hub")
 
 NUM_PROMPTS, BATCH = 16, 2  # 8 completions a step, 4 per prompt
 CONFIG = KGPSConfig(gamma=0.2, success_threshold=0.4)  # not the defaults, so the card shows what was used
-CLASSES = {"kgps": KGPSSelector, "uniform": UniformSelector, "mopps": MoPPSSelector, "greso": GRESOSelector}
+CLASSES = {
+    "kgps": KGPSSelector,
+    "uniform": UniformSelector,
+    "mopps": MoPPSSelector,
+    "greso": GRESOSelector,
+    "dps": DPSSelector,
+}
 
 
 @pytest.fixture(scope="module", params=list(CLASSES))

@@ -56,6 +56,7 @@ def logged_metrics(kgps):
         ("lag0", None, KGPSConfig.paper()),
         ("lag1", "mopps", None),
         ("lag1", "greso", None),
+        ("lag1", "dps", None),
         ("lag1", "uniform", None),
     ],
 )

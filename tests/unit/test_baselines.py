@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSSelector
-from trl_kgps.selectors import GRESOSelector, MoPPSSelector, UniformSelector
+from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector
 
 
-ALL = [UniformSelector, MoPPSSelector, GRESOSelector, KGPSSelector]
+ALL = [UniformSelector, MoPPSSelector, GRESOSelector, DPSSelector, KGPSSelector]
 
 
 @pytest.mark.parametrize("cls", ALL)

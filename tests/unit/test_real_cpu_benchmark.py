@@ -159,14 +159,32 @@ def test_each_committed_warm_start_is_the_one_its_record_describes(seed):
     assert heldout == pytest.approx(record["heldout_accuracy"], abs=1e-4)
 
 
-def test_regimes_share_the_held_out_set_and_extend_the_pool_with_unseen_out_of_reach_prompts():
+@pytest.mark.parametrize("name, level", [("out_of_reach", 4), ("mostly_solved", 1)])
+def test_regimes_share_the_held_out_set_and_extend_the_pool_with_unseen_prompts_of_one_level(name, level):
     base_train, base_test = setting.splits(setting.REGIMES["base"])
-    train, test = setting.splits(setting.REGIMES["out_of_reach"])
+    regime = setting.REGIMES[name]
+    train, test = setting.splits(regime)
     assert test["prompt"] == base_test["prompt"]
     assert train["prompt"][: len(base_train)] == base_train["prompt"]
     extra = train.select(range(len(base_train), len(train)))
-    assert len(extra) == setting.REGIMES["out_of_reach"].out_of_reach and set(extra["level"]) == {4}
+    assert len(extra) == regime.out_of_reach + regime.solved == 512 and set(extra["level"]) == {level}
     assert len(set(train["prompt"])) == len(train) and not set(train["prompt"]) & set(test["prompt"])
+
+
+@pytest.mark.parametrize("column", ["wrong_labels", "merged_levels", "unrelated"])
+def test_a_wrong_column_changes_only_the_labels_the_selectors_read(column):
+    base_train, _ = setting.splits(setting.REGIMES["base"])
+    regime = next(r for r in setting.CORRUPTED.values() if r.column == column and not r.out_of_reach)
+    train, _ = setting.splits(regime)
+    truth, labels = np.asarray(train["true_level"]), np.asarray(train["level"])
+    assert train["prompt"] == base_train["prompt"] and truth.tolist() == base_train["level"]
+    agree = (truth == labels).mean()
+    if column == "wrong_labels":  # exactly half moved, each to another level
+        assert agree == 0.5 and set(labels) == {1, 2, 3, 4}
+    elif column == "merged_levels":
+        assert (labels == np.where(truth <= 2, 1, 3)).all()
+    else:  # independent of the level: about a quarter agree by chance, and each label holds every level
+        assert abs(agree - 0.25) < 0.05 and all(set(truth[labels == label]) == {1, 2, 3, 4} for label in range(1, 5))
 
 
 def _committed(curve, fingerprint, packages):
@@ -212,7 +230,7 @@ def test_the_default_is_paired_with_each_baseline_on_the_same_seed():
         "kgps": {"0": _run(0.54), "1": _run(0.60)},
     }
     table = report.default_versus_baselines(
-        {"regimes": {"r": {"runs": runs}}}, baselines=("uniform", "mopps", "greso")
+        {"regimes": {"r": {"runs": runs}}}, ["r"], baselines=("uniform", "mopps", "greso")
     )
     assert "| uniform | +0.020 ± 0.020 |" in table  # +0.04 and 0.00
     assert "| mopps | +0.000 ± 0.010 |" in table  # +0.01 and -0.01

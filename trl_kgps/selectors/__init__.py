@@ -3,6 +3,7 @@
 from ..config import KGPSConfig
 from .base import PromptSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
+from .dps import DPSSelector
 from .kgps import KGPSSelector
 
 
@@ -12,6 +13,7 @@ SELECTORS: dict[str, type] = {
     "uniform": UniformSelector,
     "mopps": MoPPSSelector,
     "greso": GRESOSelector,
+    "dps": DPSSelector,
 }
 
 
@@ -36,6 +38,7 @@ def class_named(class_name: str) -> type:
 
 
 __all__ = [
+    "DPSSelector",
     "GRESOSelector",
     "KGPSSelector",
     "MoPPSSelector",

@@ -77,37 +77,66 @@ class _Selector(FromPretrainedMixin):
         return rng
 
 
-class UniformSelector(_Selector):
+class _Epochs(_Selector):
+    """
+    A seeded walk through epochs of random permutations, each prompt once an epoch (TRL's default order). A prompt
+    excluded when its turn comes waits for a later draw of the same epoch (or, if the epoch ends first, its turn in
+    the next).
+    """
+
+    def __init__(self, num_prompts: int, seed: int = 0):
+        super().__init__(num_prompts, seed)
+        self._order = self._rng.permutation(self.num_prompts)
+        self._position = 0
+
+    def _walk(self, count: int, excluded: np.ndarray) -> np.ndarray:
+        """The next `count` distinct prompts of the walk not in `excluded` (at least `count` must be allowed)."""
+        chosen = np.empty(0, dtype=np.int64)
+        while chosen.size < count:
+            if self._position == self.num_prompts:
+                self._order, self._position = self._rng.permutation(self.num_prompts), 0
+            # only the head of the epoch can be taken: the next `count` prompts, and one more per prompt not allowed
+            rest = self._order[self._position : self._position + count + excluded.size + chosen.size]
+            free = rest[~np.isin(rest, excluded) & ~np.isin(rest, chosen)] if excluded.size or chosen.size else rest
+            take = free[: count - chosen.size]
+            if free.size < rest.size:
+                # e.g. rest [5, 2, 7, 1], 5 excluded, take [2, 7] -> [2, 7, 5, 1]: the taken leave the epoch, 5 waits
+                self._order[self._position : self._position + rest.size] = np.concatenate(
+                    [take, rest[~np.isin(rest, take)]]
+                )
+            self._position += take.size
+            chosen = np.concatenate([chosen, take])
+            if chosen.size < count:  # this epoch has no more allowed prompts: the next one starts
+                self._position = self.num_prompts
+        return chosen
+
+    def _walk_state(self) -> dict[str, Any]:
+        return {"order": self._order.copy(), "position": self._position}
+
+    def _load_walk(self, state: dict[str, Any]) -> None:
+        n = self.num_prompts
+        if not 0 <= int(state["position"]) <= n or np.sort(state["order"]).tolist() != list(range(n)):
+            raise ValueError("state['order'] is not a permutation of the prompts; it is corrupted.")
+        self._order, self._position = np.asarray(state["order"]).copy(), int(state["position"])
+
+
+class UniformSelector(_Epochs):
     """
     TRL's default order: epochs of seeded random permutations, each prompt once an epoch. A prompt excluded when its
-    turn comes waits for a later batch of the same epoch (or, if the epoch ends first, its turn in the next). Its `predicted_success` is each prompt's last observed success rate (1/2 before any),
-    the naive predictor the estimation metrics compare against.
+    turn comes waits for a later batch of the same epoch (or, if the epoch ends first, its turn in the next). Its
+    `predicted_success` is each prompt's last observed success rate (1/2 before any), the naive predictor the
+    estimation metrics compare against.
     """
 
     name = "uniform"
 
     def __init__(self, num_prompts: int, seed: int = 0):
         super().__init__(num_prompts, seed)
-        self._order = self._rng.permutation(self.num_prompts)
-        self._position = 0
         self._last = np.full(self.num_prompts, 0.5)
 
     def select(self, batch_size: int, exclude=None) -> np.ndarray:
         batch_size, excluded = self._excluded(batch_size, exclude)
-        chosen = np.empty(0, dtype=np.int64)
-        while chosen.size < batch_size:
-            if self._position == self.num_prompts:
-                self._order, self._position = self._rng.permutation(self.num_prompts), 0
-            rest = self._order[self._position :]
-            free = rest[~np.isin(rest, excluded) & ~np.isin(rest, chosen)]
-            take = free[: batch_size - chosen.size]
-            # e.g. rest [5, 2, 7, 1], 5 excluded, take [2, 7] -> [2, 7, 5, 1]: the taken leave the epoch, 5 waits
-            self._order[self._position :] = np.concatenate([take, rest[~np.isin(rest, take)]])
-            self._position += take.size
-            chosen = np.concatenate([chosen, take])
-            if chosen.size < batch_size:  # this epoch has no more allowed prompts: the next one starts
-                self._position = self.num_prompts
-        return chosen
+        return self._walk(batch_size, excluded)
 
     def update(self, indices, successes, trials) -> None:
         idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
@@ -119,15 +148,13 @@ class UniformSelector(_Selector):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        return self._envelope(order=self._order.copy(), position=self._position, last=self._last.copy())
+        return self._envelope(**self._walk_state(), last=self._last.copy())
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         n = self.num_prompts
         rng = self._open(state, {"order": ((n,), "i"), "last": ((n,), "f")})
-        if not 0 <= int(state["position"]) <= n or np.sort(state["order"]).tolist() != list(range(n)):
-            raise ValueError("state['order'] is not a permutation of the prompts; it is corrupted.")
-        self._rng, self._order, self._position = rng, np.asarray(state["order"]).copy(), int(state["position"])
-        self._last = np.asarray(state["last"], dtype=np.float64).copy()
+        self._load_walk(state)
+        self._rng, self._last = rng, np.asarray(state["last"], dtype=np.float64).copy()
 
 
 class MoPPSSelector(_Selector):
