@@ -1,9 +1,10 @@
 """
 `trl-kgps train`: GRPO with KGPS choosing the prompts, out of the box.
 
-With no `--model_name_or_path`, it builds a small Qwen2 from a config and a character tokenizer, warms it up on
-arithmetic for a few hundred supervised steps (so its success rates spread between 0 and 1), then trains it with
-`GRPOTrainer` + `KGPSCallback` on the package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in
+With no `--model_name_or_path`, it builds a small Qwen2 from a config and a character tokenizer, loads the warm
+start shipped with the package (600 supervised steps on arithmetic, so that its success rates spread between 0 and
+1; `--train_warm_start` trains it here instead), then trains it with `GRPOTrainer` + `KGPSCallback` on the
+package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in
 about half a minute, nothing downloaded. With `--model_name_or_path`, that model trains instead. With
 `--dataset_name`, a dataset with `prompt` and `solution` columns trains instead, rewarded by
 `trl.rewards.accuracy_reward` (math-verify).
@@ -23,6 +24,7 @@ trl-kgps train --max_steps 600 --num_prompts 1024 --gamma 1.0
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -30,6 +32,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -48,6 +51,12 @@ from .tasks.evaluation import success_rates
 
 
 logger = logging.getLogger(__name__)
+
+# The built-in model's warm start, shipped with the package: what `make_demo_warm_start` trained once from the recipe
+# (supervised steps, seed), so that every machine starts the demo from the same bytes. Training it again on another
+# CPU gives another network: 600 steps of a small model's training diverge with the kernels' rounding.
+DEMO_WARM_START = Path(__file__).parent / "tasks" / "demo_warm_start.safetensors"
+DEMO_WARM_START_RECIPE = (600, 0)
 
 # What the built-in demo changes in GRPOConfig's defaults; every one can still be set on the command line.
 DEMO_DEFAULTS = dict(
@@ -78,6 +87,9 @@ class TrainScriptArguments(SelectorArguments):
             Completions per held-out prompt, sampled at the training temperature.
         warm_start_steps (`int`, *optional*, defaults to `600`):
             Supervised steps that warm up the small model built when no `--model_name_or_path` is given.
+        train_warm_start (`bool`, *optional*, defaults to `False`):
+            Train that warm start here instead of loading the one shipped with the package (`DEMO_WARM_START`, made
+            by the same recipe with 600 steps and seed 0; other steps or seeds always train here).
         threads (`int`, *optional*):
             torch's CPU threads for a run without a GPU. Unset: 1 for the small built-in model (as fast as 2 for it,
             and slowed down in proportion, not many times over, when another CPU-heavy process shares the cores),
@@ -96,6 +108,14 @@ class TrainScriptArguments(SelectorArguments):
     )
     warm_start_steps: int = field(
         default=600, metadata={"help": "Supervised warm-up steps of the small model built without a model name."}
+    )
+    train_warm_start: bool = field(
+        default=False,
+        metadata={
+            "help": "Train the built-in model's warm start here from its recipe instead of loading the one shipped "
+            "with the package (made by that recipe with 600 steps and seed 0; other steps or seeds always train "
+            "here). Trained again on another CPU's kernels, it is another network."
+        },
     )
     threads: int | None = field(
         default=None,
@@ -325,13 +345,85 @@ def _policy(script_args, model_args, seed: int):
         return model, tokenizer
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(tokenizer, seed=seed)
-    if script_args.warm_start_steps:
-        # Problems drawn apart from the training and held-out prompts' seed: the warm start teaches the task, not
-        # the answers RL will be scored on (a few easy prompts overlap by chance: level 1 holds 100 problems).
-        warm = arithmetic.make_problems(8000, seed=100 + seed)
+    if not script_args.warm_start_steps:
+        return model, tokenizer
+    if (script_args.warm_start_steps, seed) == DEMO_WARM_START_RECIPE and not script_args.train_warm_start:
+        _load_weights(model, DEMO_WARM_START)
+    else:
         logger.warning("Warm start: %d supervised steps on arithmetic...", script_args.warm_start_steps)
-        tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], script_args.warm_start_steps, seed=seed)
+        _warm_start(model, tokenizer, script_args.warm_start_steps, seed)
     return model, tokenizer
+
+
+def _warm_start(model, tokenizer, steps: int, seed: int) -> list[float]:
+    """The demo's warm start: `steps` supervised steps on arithmetic, seeded by `seed`; returns the losses."""
+    # Problems drawn apart from the training and held-out prompts' seed: the warm start teaches the task, not the
+    # answers RL will be scored on (a few easy prompts overlap by chance: level 1 holds 100 problems).
+    warm = arithmetic.make_problems(8000, seed=100 + seed)
+    return tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], steps, seed=seed)
+
+
+def _load_weights(model, path: Path) -> None:
+    from safetensors.torch import load_file
+
+    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding, so not in the file
+        raise ValueError(f"{path} does not fit the built-in model: missing {missing}, unexpected {unexpected}.")
+    model.eval()
+
+
+def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
+    """
+    Trains the demo's warm start from its recipe (`DEMO_WARM_START_RECIPE`) and writes it to `path`, with a JSON
+    record beside it (the recipe, the final loss, the file's SHA-256 and the environment that trained it). The bytes
+    depend on the CPU's kernels: the shipped file is the one every run loads.
+
+        python -c "from trl_kgps.train import make_demo_warm_start; print(make_demo_warm_start())"
+    """
+    import platform
+
+    import transformers
+    from safetensors.torch import save_file
+
+    steps, seed = DEMO_WARM_START_RECIPE
+    torch.set_num_threads(1)  # as the demo trains it
+    tokenizer = tiny.build_tokenizer()
+    model = tiny.build_model(tokenizer, seed=seed)
+    losses = _warm_start(model, tokenizer, steps, seed)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}, str(path))
+    record = dict(
+        steps=steps,
+        seed=seed,
+        final_loss=losses[-1],
+        heldout_success=demo_heldout_success(model, tokenizer),
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        environment=dict(
+            torch=torch.__version__,
+            transformers=transformers.__version__,
+            cpu=_cpu_name() or platform.processor(),
+            cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        ),
+    )
+    path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def demo_heldout_success(model, tokenizer, num_prompts: int = 512, num_eval_prompts: int = 256) -> float:
+    """The exact mean success (`answer_probabilities`, no sampling) of `model` on the demo's held-out prompts."""
+    from .tasks.evaluation import answer_probabilities
+
+    held_out = arithmetic.make_dataset(num_prompts + num_eval_prompts, seed=1).select(
+        range(num_prompts, num_prompts + num_eval_prompts)
+    )
+    return float(answer_probabilities(model, tokenizer, held_out["prompt"], held_out["answer"]).mean())
+
+
+def _cpu_name() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        return None
 
 
 def _accuracy(model, tokenizer, eval_dataset, script_args, training_args) -> dict | None:

@@ -1,7 +1,7 @@
 """
-The README's demo figures against what `trl-kgps train` prints: line for line in the environment that printed them
-(the one CI installs, on AVX-512 kernels), within the spread the README states on any other. The figures are a CPU's:
-on a machine with a GPU the demo runs with CUDA hidden. The speed table's bytes are numpy's, on any machine.
+The README's demo figures against what `trl-kgps train` prints, within the spread the README states: every machine
+starts from the warm start shipped with the package, and only the kernels' rounding moves the RL run. The figures are
+a CPU's: on a machine with a GPU the demo runs with CUDA hidden. The speed table's bytes are numpy's, on any machine.
 """
 
 import os
@@ -13,23 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import transformers
-import trl
 
 from trl_kgps.cli import main
 
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
-# Where the README's demo blocks were printed; the README names it beside them.
-PRINTED_ON = {"torch": "2.13.0+cpu", "transformers": "5.23.0", "trl": "1.16.0", "kernels": "AVX512"}
-HERE = {
-    "torch": torch.__version__,
-    "transformers": transformers.__version__,
-    "trl": trl.__version__,
-    "kernels": torch.backends.cpu.get_cpu_capability(),
-}
-# Elsewhere the warm start trains another network: the spread the README states, measured across machines.
-SPREAD = {"all": 0.05, "level": 0.08, "times selected": 0.6}
+# Measured across AVX-512, AVX2 and plain kernels (ATEN_CPU_CAPABILITY), and stated in the README: held-out accuracy
+# before RL, after RL (overall and per level), and times selected per prompt.
+SPREAD = {"before": 0.005, "all": 0.01, "level": 0.02, "times selected": 0.1}
 
 
 def readme_block(after: str) -> list[str]:
@@ -47,38 +38,31 @@ def numbers(line: str) -> np.ndarray:
     return np.array([float(x) for x in re.findall(r"(?<![\w.])-?\d+\.\d+(?:e-?\d+)?", line)])
 
 
-def without_time(line: str) -> str:
-    """`line` with the value of `select_ms`, a time, left out."""
-    return re.sub(r"select_ms [\d.e-]+", "select_ms", line)
-
-
 def assert_shows(expected: list[str], printed: list[str]) -> None:
     """
-    Every README line is printed, as it is (a time aside) where the README was printed; elsewhere, its held-out
-    accuracies and times selected within the stated spread.
+    Every README line without a decimal number is printed as it is; its held-out accuracies and times selected are
+    printed within the stated spread.
     """
-    if HERE == PRINTED_ON:
-        untimed = [without_time(line) for line in printed]
-        for line in expected:
-            assert without_time(line) in untimed
-        return
     for line in expected:
+        if not numbers(line).size:
+            assert line in printed
+            continue
         if "->" in line:
-            spread = SPREAD["all"] if line.startswith("  all ") else SPREAD["level"]
+            after = SPREAD["all"] if line.startswith("  all ") else SPREAD["level"]
+            spread = [SPREAD["before"], after]
         elif line.startswith("  level 1: a+b "):
             spread = SPREAD["times selected"]
         else:  # the last metrics and the groups' success: no stated spread
             continue
         label = re.sub(r"[\d.]+", "", line)
         twin = next(p for p in printed if re.sub(r"[\d.]+", "", p) == label)
-        np.testing.assert_allclose(numbers(twin), numbers(line), atol=spread, err_msg=f"{twin!r} against {line!r}")
+        assert np.all(np.abs(numbers(twin) - numbers(line)) <= np.array(spread) + 1e-9), f"{twin!r} against {line!r}"
 
 
-def test_the_readme_names_the_environment_its_demo_was_printed_in():
-    assert "AVX-512 kernels; torch 2.13.0+cpu, transformers 5.23.0, TRL 1.16.0" in " ".join(README.split())
+def test_the_readme_states_the_spread_the_test_allows():
     assert (
-        f"held-out accuracy within {SPREAD['all']} overall and {SPREAD['level']} per level, times selected within "
-        f"{SPREAD['times selected']}"
+        f"held-out accuracy within {SPREAD['before']} before RL, {SPREAD['all']} overall and {SPREAD['level']} per "
+        f"level after it, times selected within {SPREAD['times selected']}"
     ) in " ".join(README.split())
 
 

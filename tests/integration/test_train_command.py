@@ -158,9 +158,9 @@ def test_train_help_opens_with_this_commands_and_kgps_flags_and_hides_the_unusab
     lines = capsys.readouterr().out.split("\noptions:")[1].splitlines()
     flags = [line.split()[0].rstrip(",") for line in lines if line.strip().startswith("--")]
     kgps = ["--" + field.name for field in dataclasses.fields(KGPSConfig)]
-    assert flags[:7] == [
-        "--selector", "--num_prompts", "--num_eval_prompts", "--eval_samples", "--warm_start_steps", "--threads",
-        "--dataset_name",
+    assert flags[:8] == [
+        "--selector", "--num_prompts", "--num_eval_prompts", "--eval_samples", "--warm_start_steps",
+        "--train_warm_start", "--threads", "--dataset_name",
     ]  # fmt: skip
     assert flags.index("--dataset_train_split") < flags.index(kgps[0])
     assert flags[flags.index(kgps[0]) : flags.index(kgps[0]) + len(kgps)] == kgps  # then TRL's
