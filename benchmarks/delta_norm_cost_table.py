@@ -5,8 +5,9 @@ DeepSpeed ZeRO-3 on 8 GPUs, for the default 1 % sample and the exact norm.
 Memory is exact: `ParameterDelta` itself takes its reference copy of rank 0's share of each model, built on the meta
 device (no memory, no weights) with Qwen3's shapes (the 70B one with Llama-3-70B's dimensions). Time is the number
 of values this copy tracks times the nanoseconds per tracked value that `benchmarks/bench_trl_overhead.py` measured
-on its 54M model, in the same dtype and sample; beside it, the same rank's AdamW step at the rate measured there,
-since both are bound by memory bandwidth, their ratio carries over to other hardware better than either time.
+on its 54M model, in the same dtype and sample; beside it, the same rank's AdamW step at the rate measured there.
+Both are CPU projections: on a GPU the kernels and their ratio differ (`benchmarks/bench_delta_norm.py` measures
+both norms against an AdamW step on the device it finds).
 
 Run: `python benchmarks/delta_norm_cost_table.py benchmarks/results/trl_overhead.json` (a few seconds; the file is
 what `python benchmarks/bench_trl_overhead.py --json benchmarks/results/trl_overhead.json` wrote).

@@ -145,6 +145,7 @@ def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
         with open(path) as f:
             earlier = json.load(f)
         results["merged"].append(dict(path=path, command=earlier["command"], environment=earlier["environment"]))
+        results["merged"] += report.merged_runs(earlier)  # what that file had merged in turn
         for name, other in earlier["regimes"].items():
             regime = results["regimes"].setdefault(name, {**other, "runs": {}})
             if other["fingerprint"] != regime["fingerprint"]:

@@ -73,7 +73,7 @@ def plot_rollouts(
         title (`str`, *optional*): the figure's title.
 
     Returns:
-        `matplotlib.figure.Figure`, or `None` without matplotlib.
+        `matplotlib.figure.Figure` or `None`: the figure, or `None` without matplotlib.
 
     Example:
 

@@ -70,7 +70,9 @@ def difficulty_table(
         path_or_repo_id (`str` or `os.PathLike`): as for `load_selector`.
         prompts (`Sequence`, *optional*): the train dataset's prompts in its order, e.g. `train_dataset["prompt"]`;
             conversational prompts become the text of their last user message.
-        revision, cache_dir, token: as for `load_selector`.
+        revision (`str`, *optional*): as for `load_selector`.
+        cache_dir (`str` or `os.PathLike`, *optional*): as for `load_selector`.
+        token (`str` or `bool`, *optional*): as for `load_selector`.
 
     Example:
 

@@ -11,7 +11,8 @@ know what no real selector can:
 - `oracle_level`: each difficulty level's current mean chance of a mixed group, nothing per prompt (what shared
   structure alone is worth);
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
-- `ds`: DAPO's dynamic sampling, emulated outside the trainer (it pays for screening rollouts).
+- `ds`: DAPO's dynamic sampling, emulated outside the trainer (it pays for screening rollouts);
+- `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`).
 
 The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
@@ -22,16 +23,25 @@ from collections.abc import Callable
 import numpy as np
 
 from trl_kgps import KGPSConfig
+from trl_kgps.selectors import DPSSelector
 from trl_kgps.simulator import oracle_batch
 from trl_kgps.variants import VARIANTS, variant_config
 
+
+# DPS with the authors' other settings (`dps` is their MATH recipe: decay 0.7, 32 candidates per selected prompt):
+# their Countdown and Geometry3K recipe, and every prompt a candidate at every step (their MATH runs, where 32 x 256
+# candidates exceed the 7,500 problems of MATH's training set).
+DPS_RECIPES = {
+    "dps_countdown": dict(decay=0.5, candidate_ratio=8.0),
+    "dps_whole_pool": dict(decay=0.7, candidate_ratio=float("inf")),
+}
 
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
 SUITE = (
     "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso", "dps",
     "oracle", "oracle@25", "oracle@100", "oracle_level",
 )  # fmt: skip
-OTHERS = ("kgps_paper", "oracle_greedy", "ds")
+OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES)
 ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`
 BASELINE = "uniform"
 # The columns a KGPS configuration can read as its feature, named `<variant>:<column>` (`variant_config`): the
@@ -244,4 +254,6 @@ def build(method: str, setting, model, seed: int):
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
     if method in ("uniform", "mopps", "greso", "dps"):
         return method, KGPSConfig()
+    if method in DPS_RECIPES:
+        return DPSSelector(len(setting.train), seed=seed, **DPS_RECIPES[method]), KGPSConfig()
     raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")

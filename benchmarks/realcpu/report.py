@@ -228,6 +228,12 @@ def default_versus_baselines(results: dict, names: list[str], method: str = "kgp
     return "\n".join(lines) + "\n"
 
 
+def merged_runs(results: dict) -> list[dict]:
+    """The results files whose runs `results` reports beside its own (an older file names one, as a dict)."""
+    merged = results.get("merged", [])
+    return [merged] if isinstance(merged, dict) else merged
+
+
 def markdown(results: dict) -> str:
     held_back = results["held_back"]
     regimes = results["regimes"]
@@ -241,8 +247,9 @@ def markdown(results: dict) -> str:
         f"Environment: {describe(results['environment'])}.",
         "",
     ]
-    for merged in results.get("merged", []):
-        parts += [f"With the runs of `{merged['command']}` ({describe(merged['environment'])}).", ""]
+    for merged in merged_runs(results):
+        command = f"`{merged['command']}`" if "command" in merged else f"`{merged['path']}`"
+        parts += [f"With the runs of {command} ({describe(merged['environment'])}).", ""]
     for names, title in ((suite, ""), (wrong, " where the `level` column is partly or wholly wrong")):
         if not names:
             continue
@@ -264,22 +271,33 @@ def plot(results: dict, path: str) -> None:
     if plt is None:
         return
     names = list(results["regimes"])
-    methods = len({method for regime in results["regimes"].values() for method in regime["runs"]})
-    columns = min(methods, 6, 2 * len(names))  # as many as the panels' width holds
-    rows = -(-methods // columns)  # the legend's, under the panels
-    fig, axes = plt.subplots(
-        1, len(names), figsize=(4.2 * len(names), 3.4 + 0.2 * rows), squeeze=False, layout="constrained"
+    every = list(dict.fromkeys(method for regime in results["regimes"].values() for method in regime["runs"]))
+    colors = {method: plt.get_cmap("tab20")(i % 20) for i, method in enumerate(every)}  # one per method, every panel
+    colors |= {BASELINE: "black", "kgps": "tab:red", "oracle": "tab:blue"}
+    methods = len(every)
+    across = min(len(names), 5)  # panels in a row
+    down = -(-len(names) // across)
+    columns = min(methods, 6, 2 * across)  # the legend's columns: as many as the panels' width holds
+    rows = -(-methods // columns)  # the legend's rows, under the panels
+    fig, grid = plt.subplots(
+        down, across, figsize=(4.2 * across, 3.4 * down + 0.2 * rows), squeeze=False, layout="constrained"
     )
+    axes = grid.reshape(1, -1)
+    for ax in axes[0][len(names) :]:
+        ax.set_visible(False)
     for ax, name in zip(axes[0], names):
         for method, seeds in results["regimes"][name]["runs"].items():
             curves = list(seeds.values())
             x = np.mean([c["rollouts"] for c in curves], axis=0)
             y = np.mean([c["heldout_accuracy"] for c in curves], axis=0)
-            ax.plot(x, y, label=method, linewidth=2 if method in (BASELINE, "kgps", "oracle") else 1)
+            ax.plot(
+                x, y, label=method, color=colors[method], linewidth=2 if method in (BASELINE, "kgps", "oracle") else 1
+            )
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("rollouts")
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v / 1000:g}k"))
-    axes[0][0].set_ylabel("held-out accuracy (mean over seeds)")
+    for row in grid:
+        row[0].set_ylabel("held-out accuracy (mean over seeds)")
     legend = {}  # every method once, from whichever panel ran it
     for ax in axes[0]:
         legend |= {label: handle for handle, label in zip(*ax.get_legend_handles_labels()) if label not in legend}

@@ -1,4 +1,4 @@
-"""How every torchrun script here ends (docs/reliability.md, "The gloo teardown abort, fixed")."""
+"""How every torchrun script here ends (docs/reliability.md, "Exiting cleanly after gloo collectives")."""
 
 import os
 import sys

@@ -173,3 +173,13 @@ def test_a_state_with_counts_out_of_range_is_refused():
         DPSSelector(10).load_state_dict(state)
     state = DPSSelector.from_state_dict(selector.state_dict()).state_dict()
     assert state["hyperparameters"] == {"prior": 1.0, "decay": 0.7, "candidate_ratio": 32.0, "entropy_weight": 0.0}
+
+
+def test_an_infinite_candidate_ratio_ranks_every_allowed_prompt():
+    # the authors' MATH runs: 32 x 256 candidates exceed the training set, so every prompt is a candidate every step
+    selector = DPSSelector(50, candidate_ratio=float("inf"), seed=0)
+    selector.update([7, 8, 9], [0, 2, 4], [4, 4, 4])
+    assert selector.select(1).tolist() == [8]  # the one mixed group, wherever the walk stands
+    assert selector.select(1, exclude=[8]).tolist() not in ([7], [9])  # then the unseen (1/3) before 0.3
+    restored = DPSSelector.from_state_dict(selector.state_dict())
+    assert restored.candidate_ratio == float("inf") and restored.select(2).tolist() == selector.select(2).tolist()

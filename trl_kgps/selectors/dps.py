@@ -63,7 +63,7 @@ class DPSSelector(_Epochs):
         decay (`float`, *optional*, defaults to `0.7`): \\(\lambda\\) in `[0, 1]`, how much of its counts a prompt
             keeps at each step (the rest returns to the prior).
         candidate_ratio (`float`, *optional*, defaults to `32.0`): candidates per selected prompt; the pool is all
-            allowed prompts when it is larger.
+            allowed prompts when it is larger (`float("inf")`: always).
         entropy_weight (`float`, *optional*, defaults to `0.0`): the weight of the entropy of \\(\pi\\) added to
             \\(\pi[\text{mixed}]\\) (the authors' `topk+entropy`; 0 is their `topk`, used in every recipe).
         seed (`int`, *optional*, defaults to `0`): seeds the candidates' order.
@@ -196,7 +196,8 @@ class DPSSelector(_Epochs):
 
     def select(self, batch_size: int, exclude=None) -> np.ndarray:
         batch_size, excluded = self._excluded(batch_size, exclude)
-        pool = min(self.num_prompts - excluded.size, math.ceil(self.candidate_ratio * batch_size))
+        allowed, wanted = self.num_prompts - excluded.size, self.candidate_ratio * batch_size
+        pool = allowed if wanted >= allowed else math.ceil(wanted)
         candidates = self._walk(pool, excluded)
         A, pi, pi_before = self._advanced(candidates, self.steps)
         # A candidate is registered from now on: the steps it is not observed in move it.
