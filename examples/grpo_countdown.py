@@ -28,7 +28,7 @@ CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model Qwen/Qwen3-0.6B
 CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7 accelerate launch --config_file examples/accelerate_configs/multi_gpu.yaml \
     --num_processes 7 examples/grpo_countdown.py $ARGS --use_vllm --vllm_mode server
 
-# A baseline on the same run: --selector uniform, mopps or greso
+# A baseline on the same run: --selector uniform, mopps, greso or dps
 """
 
 import inspect

@@ -17,11 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._metrics import RecentBatches
+from ._state_file import PROMPTS_PER_BATCH
 from .selectors.base import PromptSelector
-
-
-# How TRL's arguments set the prompts of a generation batch, for the errors that name that number.
-PROMPTS_PER_BATCH = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 
 
 @dataclass

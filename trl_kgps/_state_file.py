@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._prompts_digest import mismatch
-from ._rounds import PROMPTS_PER_BATCH
 
 
 if TYPE_CHECKING:
@@ -29,6 +28,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "kgps_state.npz"
+# How TRL's arguments make a generation batch's distinct prompts, which a state records as its `batch_size`.
+PROMPTS_PER_BATCH = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 FORMAT_VERSION = 2
 _SELECTOR = "selector."
 

@@ -506,7 +506,7 @@ def _check_same_method(path: str, state: dict[str, Any], selector: "PromptSelect
         hint = {
             1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
             "method was the paper's",
-            2: "pass KGPSCallback(VARIANTS['kgps_per_prompt']) (from trl_kgps.variants): its state version 2 was "
-            "written by trl-kgps 0.2, whose default was that per-prompt filter",
+            2: "pass KGPSCallback(KGPSConfig.per_prompt()): its state version 2 was written by trl-kgps 0.2, whose "
+            "default was that per-prompt filter",
         }.get(state.get("version"), "pass the KGPSConfig it was saved with")
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

@@ -25,6 +25,8 @@ PAPER = {
     "feature_columns": None,
     "shared_variance": 0.0,
 }
+# One filter per prompt, the batch drawn among 16 B random candidates: the default of trl-kgps 0.2.
+PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.0, "selection_temperature": 0.5}
 
 
 @dataclass
@@ -387,6 +389,22 @@ class KGPSConfig:
         ```
         """
         return cls(**{**PAPER, **overrides})
+
+    @classmethod
+    def per_prompt(cls, **overrides) -> "KGPSConfig":
+        """
+        One filter per prompt and nothing shared, the batch drawn among `16 B` random candidates: the default of
+        trl-kgps 0.2, which resumes that version's checkpoints exactly. `overrides` set any other field.
+
+        Example:
+
+        ```python
+        >>> from trl_kgps import KGPSConfig
+        >>> KGPSConfig.per_prompt().shared_variance, KGPSConfig.per_prompt().candidates
+        (0.0, 16.0)
+        ```
+        """
+        return cls(**{**PER_PROMPT, **overrides})
 
 
 def _check_real(name: str, value, *, minimum: float, fix: str, strict: bool = False) -> None:

@@ -6,12 +6,9 @@ added to the paper alone or taken away from that default, and the candidates tha
 
 import dataclasses
 
-from .config import PAPER, KGPSConfig
+from .config import PAPER, PER_PROMPT, KGPSConfig
 
 
-# The per-prompt filter that was the default until the shared factor (trl-kgps 0.2): one filter per prompt, the
-# batch drawn among 16 B random candidates.
-PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.0, "selection_temperature": 0.5}
 # Each departure of the per-prompt default from the paper, as the KGPSConfig fields it sets (the paper's values are
 # in PAPER).
 DEPARTURES = {
@@ -62,7 +59,7 @@ def _per_prompt_values(fields: tuple[str, ...]) -> dict:
 
 VARIANTS: dict[str, KGPSConfig] = {
     "kgps": KGPSConfig(),
-    "kgps_per_prompt": KGPSConfig(**PER_PROMPT),
+    "kgps_per_prompt": KGPSConfig.per_prompt(),
     "kgps_paper": KGPSConfig.paper(),
     # The paper's ablations: the utility at the mean only, and a constant process noise (its usual size here).
     "kgps_point": KGPSConfig.paper(utility="point"),

@@ -115,8 +115,15 @@ def test_a_checkpoint_written_by_trl_kgps_0_1_is_refused_with_the_default_naming
 
 def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_prompt_default(tmp_path, tokenizer, caplog):
     shutil.copytree(RUN_0_2 / "checkpoint-4", tmp_path / "checkpoint-4")
-    per_prompt = VARIANTS["kgps_per_prompt"]
-    resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), config=per_prompt)
+    assert KGPSConfig.per_prompt() == VARIANTS["kgps_per_prompt"]  # the benchmark's name for it
+    resumed = run(
+        tmp_path,
+        tokenizer,
+        6,
+        CONFIGS["lag1"][1],
+        resume=str(tmp_path / "checkpoint-4"),
+        config=KGPSConfig.per_prompt(),
+    )
     # It records no digest of its prompts: one line says that the dataset could not be checked.
     warnings = [r.getMessage() for r in caplog.records if "records no digest of its prompts" in r.getMessage()]
     assert len(warnings) == 1 and "\n" not in warnings[0]
@@ -124,7 +131,7 @@ def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_promp
         assert resumed.batches == straight["batches"][-len(resumed.batches) :].tolist()
         np.testing.assert_array_equal(resumed.selector.mean, straight["mean"])
         np.testing.assert_array_equal(resumed.selector.variance, straight["variance"])
-    with pytest.raises(ValueError, match=r"shared_variance=0\.0 \(this run: 1\.0\).*VARIANTS\['kgps_per_prompt'\]"):
+    with pytest.raises(ValueError, match=r"shared_variance=0\.0 \(this run: 1\.0\).*KGPSConfig\.per_prompt\(\)"):
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
 
 

@@ -93,3 +93,55 @@ def test_the_readmes_first_commands_install_the_cpu_torch_only_where_no_torch_is
         ["bash", "-c", dry.replace("import torch", "import no_torch_here")], capture_output=True, text=True, env=env
     )
     assert "would-install torch --index-url https://download.pytorch.org/whl/cpu" in elsewhere.stdout
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """
+    Each `trl_kgps` module's module-level imports of other `trl_kgps` modules (`TYPE_CHECKING` blocks aside), with
+    the subpackages whose `__init__` an import runs; the root package's is left out, since every module runs it first.
+    """
+    import ast
+
+    package = Path(trl_kgps.__file__).parent
+    paths = {
+        ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in package.rglob("*.py")
+    }
+    graph = {}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom):
+                base = here.rsplit(".", node.level - 1)[0] if node.level else ""
+                module = ".".join(part for part in (base, node.module) if part)
+                targets |= {f"{module}.{alias.name}" for alias in node.names} | {module}
+            elif isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+        graph[name] = set()
+        for target in targets & paths.keys() - {name}:
+            parts = target.split(".")
+            graph[name] |= (
+                {".".join(parts[:i]) for i in range(2, len(parts) + 1)}
+                - {name}
+                - {p for p in paths if name.startswith(p + ".")}
+            )
+    return graph
+
+
+def test_the_package_imports_without_a_cycle():
+    graph, done, path = _module_imports(), set(), []
+
+    def visit(module):
+        assert module not in path, f"import cycle: {' -> '.join([*path[path.index(module) :], module])}"
+        if module in done:
+            return
+        path.append(module)
+        for target in sorted(graph[module]):
+            visit(target)
+        path.pop()
+        done.add(module)
+
+    assert "trl_kgps._rounds" in graph["trl_kgps.callback"]  # the graph sees relative imports
+    for module in sorted(graph):
+        visit(module)
