@@ -141,6 +141,39 @@ def card_section(
     return "\n".join(lines) + "\n"
 
 
+def add_kgps_section(trainer: Any, selector: PromptSelector, config: KGPSConfig, sampler: Any) -> None:
+    """
+    Adds the `## KGPS` section and tags to the README.md that `trainer.create_model_card` wrote into its output
+    folder: the run's configuration and rounds from `selector`, `config` and `sampler` (a `KGPSRepeatSampler`), and
+    its last `kgps/*` metrics from `trainer.state.log_history`.
+    """
+    section = card_section(
+        selector,
+        config,
+        batches_chosen=sampler.batches_chosen,
+        batches_scored=sampler.rounds.batches_scored,
+        warmup_batches=sampler.warmup_batches,
+        observed=sampler.rounds.observed_count,
+        metrics=last_metrics(trainer.state.log_history),
+        location=trainer.hub_model_id or trainer.args.output_dir,
+    )
+    add_to_card(
+        str(Path(trainer.args.output_dir) / "README.md"), section, _plain_text_prompt(trainer, sampler.data_source)
+    )
+
+
+def _plain_text_prompt(trainer: Any, dataset: Any) -> tuple[str, int] | None:
+    """
+    For a tokenizer without a chat template: the card's quick start prompt (the first training prompt, if it is text)
+    and the tokens to generate (the run's completion length); `None` for a chat model.
+    """
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    if getattr(tokenizer, "chat_template", None) is not None:
+        return None
+    first = dataset[0].get("prompt") if "prompt" in getattr(dataset, "column_names", ()) else None
+    return (first if isinstance(first, str) else "Hello", getattr(trainer.args, "max_completion_length", 32))
+
+
 def _rounds_line(batches_chosen: int, batches_scored: int, warmup_batches: int) -> str:
     """e.g. 301 chosen, 300 scored, no warmup: 300 trained on, all chosen by the selector, and 1 chosen ahead."""
     warmup = min(batches_scored, warmup_batches)

@@ -104,6 +104,75 @@ def wrap(trainer: Trainer, name: str, wrapper: Callable[[Callable], Callable]) -
     setattr(trainer, name, wrapper(getattr(trainer, name)))
 
 
+def bind(
+    trainer: Trainer,
+    *,
+    train_sampler: Callable[..., Any],
+    observe: Callable[[Any, list[dict[str, Any]]], None],
+    resume_from: Callable[[str], None],
+    save_state: Callable[[str], None],
+    add_to_model_card: Callable[[], None],
+) -> None:
+    """
+    Wraps the six members of the table above on `trainer` (this instance, not its class): its sampler becomes
+    `train_sampler(dataset=None)`; each row its data loader reads carries its dataset index; the rewards it computes
+    in training reach `observe(rewards_per_func, inputs)`; resuming from a checkpoint folder also calls
+    `resume_from(folder)`; every save also calls `save_state(folder)`; and writing its model card also calls
+    `add_to_model_card()`.
+    """
+    wrap(trainer, "_get_train_sampler", lambda original: train_sampler)
+
+    def get_train_dataloader(original):
+        def wrapped(*args, **kwargs):
+            rows = trainer.train_dataset
+            trainer.train_dataset = IndexedRows(rows)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                trainer.train_dataset = rows
+
+        return wrapped
+
+    def calculate_rewards(original):
+        def wrapped(*args, **kwargs):
+            rewards_per_func = original(*args, **kwargs)
+            if trainer.model.training:
+                observe(rewards_per_func, scored_inputs(args, kwargs))
+            return rewards_per_func
+
+        return wrapped
+
+    def load_optimizer_and_scheduler(original):
+        def wrapped(checkpoint_dir, *args, **kwargs):
+            original(checkpoint_dir, *args, **kwargs)
+            if checkpoint_dir is not None:
+                resume_from(checkpoint_dir)
+
+        return wrapped
+
+    # `_save_checkpoint` and `push_to_hub` both save through `save_model`, so writing here puts the state, once, into
+    # every checkpoint, the final model and the folder `push_to_hub` uploads (before it uploads).
+    def save_model(original):
+        def wrapped(output_dir=None, *args, **kwargs):
+            original(output_dir, *args, **kwargs)
+            save_state(trainer.args.output_dir if output_dir is None else output_dir)
+
+        return wrapped
+
+    def create_model_card(original):
+        def wrapped(*args, **kwargs):
+            original(*args, **kwargs)
+            add_to_model_card()
+
+        return wrapped
+
+    wrap(trainer, "get_train_dataloader", get_train_dataloader)
+    wrap(trainer, "_calculate_rewards", calculate_rewards)
+    wrap(trainer, "_load_optimizer_and_scheduler", load_optimizer_and_scheduler)
+    wrap(trainer, "save_model", save_model)
+    wrap(trainer, "create_model_card", create_model_card)
+
+
 def scored_inputs(args: tuple, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     """The `inputs` argument of a `_calculate_rewards(inputs, prompts, completions, completion_ids_list)` call."""
     return kwargs["inputs"] if "inputs" in kwargs else args[0]

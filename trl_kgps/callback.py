@@ -15,11 +15,8 @@ Every rank feeds identical observations and norms to its own selector, and a che
 across ranks.
 """
 
-import copy
-import dataclasses
 import logging
 import math
-import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -27,18 +24,18 @@ import torch
 from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
 
-from . import _state_file as state_file
+from . import _checkpoint as checkpoint
 from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
 from ._features import selector_for
 from ._metrics import batch_metrics, shared_metrics
 from ._outcomes import SuccessRule
 from ._prompts_digest import prompts_digest
-from ._report import add_to_card, card_section, difficulty_dataset, last_metrics
+from ._report import add_kgps_section, difficulty_dataset
 from ._rounds import Rounds, Scored
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
-from .selectors import SELECTORS, KGPSSelector
+from .selectors import SELECTORS
 from .selectors.base import PromptSelector
 
 
@@ -167,57 +164,14 @@ class KGPSCallback(TrainerCallback):
                 "rewards to prompts: set remove_unused_columns=False (GRPOConfig's and RLOOConfig's default)."
             )
         self.trainer = trainer
-        _trl.wrap(trainer, "_get_train_sampler", lambda original: self._train_sampler)
-
-        def get_train_dataloader(original):
-            def wrapped(*args, **kwargs):
-                rows = trainer.train_dataset
-                trainer.train_dataset = _trl.IndexedRows(rows)
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    trainer.train_dataset = rows
-
-            return wrapped
-
-        def calculate_rewards(original):
-            def wrapped(*args, **kwargs):
-                rewards_per_func = original(*args, **kwargs)
-                if trainer.model.training:
-                    self._observe(rewards_per_func, _trl.scored_inputs(args, kwargs))
-                return rewards_per_func
-
-            return wrapped
-
-        def load_optimizer_and_scheduler(original):
-            def wrapped(checkpoint_dir, *args, **kwargs):
-                original(checkpoint_dir, *args, **kwargs)
-                if checkpoint_dir is not None:
-                    self._resume_from(checkpoint_dir)
-
-            return wrapped
-
-        # `_save_checkpoint` and `push_to_hub` both save through `save_model`, so writing here puts the state, once,
-        # into every checkpoint, the final model and the folder `push_to_hub` uploads (before it uploads).
-        def save_model(original):
-            def wrapped(output_dir=None, *args, **kwargs):
-                original(output_dir, *args, **kwargs)
-                self._save_state(trainer.args.output_dir if output_dir is None else output_dir)
-
-            return wrapped
-
-        def create_model_card(original):
-            def wrapped(*args, **kwargs):
-                original(*args, **kwargs)
-                self._add_to_model_card()
-
-            return wrapped
-
-        _trl.wrap(trainer, "get_train_dataloader", get_train_dataloader)
-        _trl.wrap(trainer, "_calculate_rewards", calculate_rewards)
-        _trl.wrap(trainer, "_load_optimizer_and_scheduler", load_optimizer_and_scheduler)
-        _trl.wrap(trainer, "save_model", save_model)
-        _trl.wrap(trainer, "create_model_card", create_model_card)
+        _trl.bind(
+            trainer,
+            train_sampler=self._train_sampler,
+            observe=self._observe,
+            resume_from=self._resume_from,
+            save_state=self._save_state,
+            add_to_model_card=self._add_to_model_card,
+        )
         self._metrics_log = _trl.MetricsLog(trainer)
         return self
 
@@ -387,33 +341,11 @@ class KGPSCallback(TrainerCallback):
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
         if self.sampler is not None and self.trainer.args.should_save:
-            state_file.write(directory, self.selector, self.sampler.state_dict(), self._prompts_digest())
+            checkpoint.save(directory, self.selector, self.sampler, self._prompts_digest())
 
     def _resume_from(self, directory: str) -> None:
         """Restores the state saved in `directory`, or raises before changing anything."""
-        path = os.path.join(directory, state_file.STATE_FILE)
-        if not os.path.exists(path) and self.config.restart_on_missing_state:
-            logger.warning(
-                "%s holds no KGPS state: the estimator starts afresh (restart_on_missing_state).", directory
-            )
-            return
-        try:
-            selector_state, sampler_state = state_file.read_run(
-                path, self.selector, self.sampler.batch_size, self._prompts_digest()
-            )
-        except state_file.UnreadableState:
-            raise  # its message says what to resume from
-        except (KeyError, ValueError, TypeError) as error:
-            raise _does_not_fit(path, error) from None
-        _check_same_method(path, selector_state, self.selector)
-        try:
-            # A dry run on a copy of the selector, then the sampler, which checks everything before it changes:
-            # a state that does not load leaves this run untouched.
-            copy.deepcopy(self.selector).load_state_dict(selector_state)
-            self.sampler.load_state_dict(sampler_state)
-        except (KeyError, ValueError, TypeError) as error:
-            raise _does_not_fit(path, error) from None
-        self.selector.load_state_dict(selector_state)
+        checkpoint.resume(directory, self.config, self.selector, self.sampler, self._prompts_digest)
 
     def _prompts_digest(self) -> dict[str, str] | None:
         """The digest of the prompts the sampler selects among, which a checkpoint records and a resume checks."""
@@ -443,39 +375,11 @@ class KGPSCallback(TrainerCallback):
 
     def _add_to_model_card(self) -> None:
         """Adds the `## KGPS` section and tags to the README.md that `create_model_card` wrote (main process)."""
-        trainer = self.trainer
-        if self.sampler is None or not trainer.is_world_process_zero():
-            return
-        section = card_section(
-            self.selector,
-            self.config,
-            batches_chosen=self.sampler.batches_chosen,
-            batches_scored=self.rounds.batches_scored,
-            warmup_batches=self.sampler.warmup_batches,
-            observed=self.rounds.observed_count,
-            metrics=last_metrics(trainer.state.log_history),
-            location=trainer.hub_model_id or trainer.args.output_dir,
-        )
-        add_to_card(os.path.join(trainer.args.output_dir, "README.md"), section, self._plain_text_prompt())
-
-    def _plain_text_prompt(self) -> tuple[str, int] | None:
-        """
-        For a tokenizer without a chat template: the card's quick start prompt (the first training prompt, if it is
-        text) and the tokens to generate (the run's completion length); `None` for a chat model.
-        """
-        tokenizer = getattr(self.trainer.processing_class, "tokenizer", self.trainer.processing_class)
-        if getattr(tokenizer, "chat_template", None) is not None:
-            return None
-        dataset = self.sampler.data_source
-        first = dataset[0].get("prompt") if "prompt" in getattr(dataset, "column_names", ()) else None
-        return (first if isinstance(first, str) else "Hello", getattr(self.trainer.args, "max_completion_length", 32))
+        if self.sampler is not None and self.trainer.is_world_process_zero():
+            add_kgps_section(self.trainer, self.selector, self.config, self.sampler)
 
     def _log(self, metrics: dict[str, float]) -> None:
         self._metrics_log.add(metrics)
-
-
-# Fields that only say how rewards are read or how the norm is measured: a run may resume with other values.
-_RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
 
 
 def _check_one_per_trainer(trainer: Trainer, callback: KGPSCallback) -> None:
@@ -483,30 +387,3 @@ def _check_one_per_trainer(trainer: Trainer, callback: KGPSCallback) -> None:
     callbacks = [c for c in trainer.callback_handler.callbacks if isinstance(c, KGPSCallback)]
     if any(c is not callback for c in callbacks) or callbacks.count(callback) > 1:
         raise ValueError(_ONE_PER_TRAINER)
-
-
-def _does_not_fit(path: str, error: Exception) -> ValueError:
-    return ValueError(
-        f"{path} does not fit this run: {error}; resume with the dataset, batch size and selector it was saved with."
-    )
-
-
-def _check_same_method(path: str, state: dict[str, Any], selector: "PromptSelector") -> None:
-    """Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config."""
-    if "config" not in state or not isinstance(selector, KGPSSelector):
-        return
-    try:
-        saved = dataclasses.asdict(KGPSSelector._init_arguments(state)["config"])
-    except (KeyError, ValueError, TypeError) as error:
-        raise _does_not_fit(path, error) from None
-    current = dataclasses.asdict(selector.config)
-    differ = sorted(name for name in current if name not in _RESUMABLE_FIELDS and saved.get(name) != current[name])
-    if differ:
-        changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
-        hint = {
-            1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
-            "method was the paper's",
-            2: "pass KGPSCallback(KGPSConfig.per_prompt()): its state version 2 was written by trl-kgps 0.2, whose "
-            "default was that per-prompt filter",
-        }.get(state.get("version"), "pass the KGPSConfig it was saved with")
-        raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

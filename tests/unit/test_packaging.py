@@ -44,6 +44,18 @@ def test_estimator_imports_no_deep_learning_framework():
     assert out.strip() == "[]"
 
 
+def test_training_and_resuming_import_no_demo_or_benchmark_code():
+    # what a run with KGPSCallback loads, through a resume from a trl-kgps 0.2 checkpoint's config
+    code = (
+        "import sys, trl_kgps; from trl_kgps import KGPSCallback, KGPSConfig, difficulty_table; "
+        "KGPSCallback(KGPSConfig.per_prompt()); "
+        "print(sorted(m for m in sys.modules if m.startswith(('trl_kgps.tasks', 'trl_kgps.simulator', "
+        "'trl_kgps.variants', 'trl_kgps.train', 'trl_kgps.cli'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_example_tracks_drifting_prompts():
     script = ROOT / "examples" / "track_drifting_prompts.py"
     args = ["--num_prompts", "500", "--steps", "40", "--batch_size", "32"]

@@ -1,0 +1,91 @@
+"""
+The KGPS state inside the trainer's checkpoints: written beside every model the trainer saves, and restored, whole or
+not at all, when a run resumes. `_state_file` owns the file's format; this module owns what a run may resume from.
+"""
+
+import copy
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import _state_file as state_file
+from .config import KGPSConfig
+from .selectors import KGPSSelector
+
+
+if TYPE_CHECKING:
+    from .sampler import KGPSRepeatSampler
+    from .selectors.base import PromptSelector
+
+logger = logging.getLogger(__name__)
+
+# Fields that only say how rewards are read or how the norm is measured: a run may resume with other values.
+RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
+
+
+def save(
+    directory: str, selector: "PromptSelector", sampler: "KGPSRepeatSampler", prompts: dict[str, str] | None
+) -> None:
+    """Writes `directory/kgps_state.npz`: the selector's and the sampler's states and the digest of the `prompts`."""
+    state_file.write(directory, selector, sampler.state_dict(), prompts)
+
+
+def resume(
+    directory: str,
+    config: KGPSConfig,
+    selector: "PromptSelector",
+    sampler: "KGPSRepeatSampler",
+    prompts: Callable[[], dict[str, str] | None],
+) -> None:
+    """
+    Restores the state saved in `directory` into `selector` and `sampler`, or raises before changing either. A
+    missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's prompts digest.
+    """
+    path = os.path.join(directory, state_file.STATE_FILE)
+    if not os.path.exists(path) and config.restart_on_missing_state:
+        logger.warning("%s holds no KGPS state: the estimator starts afresh (restart_on_missing_state).", directory)
+        return
+    try:
+        selector_state, sampler_state = state_file.read_run(path, selector, sampler.batch_size, prompts())
+    except state_file.UnreadableState:
+        raise  # its message says what to resume from
+    except (KeyError, ValueError, TypeError) as error:
+        raise _does_not_fit(path, error) from None
+    _check_same_method(path, selector_state, selector)
+    try:
+        # A dry run on a copy of the selector, then the sampler, which checks everything before it changes: a state
+        # that does not load leaves this run untouched.
+        copy.deepcopy(selector).load_state_dict(selector_state)
+        sampler.load_state_dict(sampler_state)
+    except (KeyError, ValueError, TypeError) as error:
+        raise _does_not_fit(path, error) from None
+    selector.load_state_dict(selector_state)
+
+
+def _does_not_fit(path: str, error: Exception) -> ValueError:
+    return ValueError(
+        f"{path} does not fit this run: {error}; resume with the dataset, batch size and selector it was saved with."
+    )
+
+
+def _check_same_method(path: str, state: dict[str, Any], selector: "PromptSelector") -> None:
+    """Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config."""
+    if "config" not in state or not isinstance(selector, KGPSSelector):
+        return
+    try:
+        saved = dataclasses.asdict(KGPSSelector._init_arguments(state)["config"])
+    except (KeyError, ValueError, TypeError) as error:
+        raise _does_not_fit(path, error) from None
+    current = dataclasses.asdict(selector.config)
+    differ = sorted(name for name in current if name not in RESUMABLE_FIELDS and saved.get(name) != current[name])
+    if differ:
+        changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
+        hint = {
+            1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
+            "method was the paper's",
+            2: "pass KGPSCallback(KGPSConfig.per_prompt()): its state version 2 was written by trl-kgps 0.2, whose "
+            "default was that per-prompt filter",
+        }.get(state.get("version"), "pass the KGPSConfig it was saved with")
+        raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")
