@@ -103,8 +103,18 @@ def test_a_checkpoint_written_by_trl_kgps_0_1_resumes_exactly_with_the_paper_pre
     resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), config=PAPER)
     with np.load(OLD_RUN / "straight.npz") as straight:
         assert resumed.batches == straight["batches"][-len(resumed.batches) :].tolist()
-        np.testing.assert_array_equal(resumed.selector.mean, straight["mean"])
-        np.testing.assert_array_equal(resumed.selector.variance, straight["variance"])
+        assert_same_beliefs(resumed.selector, straight)
+
+
+def assert_same_beliefs(selector, straight) -> None:
+    """
+    The beliefs of a run resumed from a committed checkpoint against those of the committed uninterrupted run, to
+    float32's rounding. They hold the update norms of this machine's training steps, which another CPU's kernels or
+    another transformers move by an ulp (seen: 1.2e-7 in two variances, on an AMD EPYC with transformers 4.56.2).
+    A resume within one environment is compared bit for bit above.
+    """
+    np.testing.assert_allclose(selector.mean, straight["mean"], rtol=1e-6, atol=0)
+    np.testing.assert_allclose(selector.variance, straight["variance"], rtol=1e-6, atol=0)
 
 
 def test_a_checkpoint_written_by_trl_kgps_0_1_is_refused_with_the_default_naming_the_preset(tmp_path, tokenizer):
@@ -129,8 +139,7 @@ def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_promp
     assert len(warnings) == 1 and "\n" not in warnings[0]
     with np.load(RUN_0_2 / "straight.npz") as straight:
         assert resumed.batches == straight["batches"][-len(resumed.batches) :].tolist()
-        np.testing.assert_array_equal(resumed.selector.mean, straight["mean"])
-        np.testing.assert_array_equal(resumed.selector.variance, straight["variance"])
+        assert_same_beliefs(resumed.selector, straight)
     with pytest.raises(ValueError, match=r"shared_variance=0\.0 \(this run: 1\.0\).*KGPSConfig\.per_prompt\(\)"):
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
 
