@@ -81,8 +81,9 @@ class KGPSCallback(TrainerCallback):
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; `KGPSConfig()` by default.
         selector (`str` or selector, *optional*): `"kgps"` (the default), or a baseline to compare with:
-            `"uniform"` (TRL's order), `"mopps"`, `"greso"`, `"dps"` — built for `len(train_dataset)` prompts, seeded with
-            `args.seed`; or an instance with the same interface (e.g. a `KGPSSelector` restored from a state).
+            `"uniform"` (TRL's order), `"mopps"`, `"greso"`, `"dps"` — built for `len(train_dataset)` prompts,
+            seeded with `args.seed`; or an instance with the same interface (e.g. a `KGPSSelector` restored from a
+            state).
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
 
     Attributes:

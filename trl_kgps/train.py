@@ -4,10 +4,9 @@
 With no `--model_name_or_path`, it builds a small Qwen2 from a config and a character tokenizer, loads the warm
 start shipped with the package (600 supervised steps on arithmetic, so that its success rates spread between 0 and
 1; `--train_warm_start` trains it here instead), then trains it with `GRPOTrainer` + `KGPSCallback` on the
-package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in
-about half a minute, nothing downloaded. With `--model_name_or_path`, that model trains instead. With
-`--dataset_name`, a dataset with `prompt` and `solution` columns trains instead, rewarded by
-`trl.rewards.accuracy_reward` (math-verify).
+package's graded arithmetic (`trl_kgps.tasks.arithmetic`) — on a CPU, in about half a minute, nothing downloaded.
+With `--model_name_or_path`, that model trains instead. With `--dataset_name`, a dataset with `prompt` and
+`solution` columns trains instead, rewarded by `trl.rewards.accuracy_reward` (math-verify).
 
 It takes this command's flags, KGPS's (`KGPSConfig`) and TRL's (`GRPOConfig`, `ModelConfig`), and writes into
 `--output_dir` the model, `kgps_state.npz`, the model card (`README.md`, with a KGPS section), `kgps_summary.json`,
@@ -386,10 +385,14 @@ def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
     from safetensors.torch import save_file
 
     steps, seed = DEMO_WARM_START_RECIPE
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the demo trains it
-    tokenizer = tiny.build_tokenizer()
-    model = tiny.build_model(tokenizer, seed=seed)
-    losses = _warm_start(model, tokenizer, steps, seed)
+    try:
+        tokenizer = tiny.build_tokenizer()
+        model = tiny.build_model(tokenizer, seed=seed)
+        losses = _warm_start(model, tokenizer, steps, seed)
+    finally:
+        torch.set_num_threads(threads)
     save_file({k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}, str(path))
     record = dict(
         steps=steps,
