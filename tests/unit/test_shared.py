@@ -326,3 +326,35 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     # Prompts 0 and 2 are easy, prompt 1 hard: two thirds of the batch from the easy group.
     assert metrics["kgps/group/level=easy/batch_share"] == pytest.approx(2 / 3)
     assert metrics["kgps/group/level=hard/batch_share"] == pytest.approx(1 / 3)
+
+
+def test_the_residual_prior_moves_by_the_first_outcomes_normalized_innovation():
+    # tau^2 <- clip(tau^2 exp(rate (NIS_new - 1))), NIS_new the mean of (s - E[s])^2 / Var[s] over the batch's
+    # prompts seen for the first time, under each one's prior N(m, P) (shared part included): here E[s] and Var[s]
+    # by scipy's adaptive quadrature, independent of the selector's Gauss-Hermite nodes
+    from scipy.integrate import quad
+
+    def predictive(m, P, k):
+        """E[s] and Var[s] for s ~ Binomial(k, sigmoid(psi)), psi ~ N(m, P)."""
+
+        def moment(power):  # E[sigmoid(psi)^power]
+            def integrand(x):
+                return (1 / (1 + np.exp(-x))) ** power * np.exp(-((x - m) ** 2) / (2 * P)) / np.sqrt(2 * np.pi * P)
+
+            return quad(integrand, m - 12 * np.sqrt(P), m + 12 * np.sqrt(P))[0]
+
+        p1, p2 = moment(1), moment(2)
+        return k * p1, k * (p1 - p2) + k**2 * (p2 - p1**2)
+
+    config = KGPSConfig(feature_columns=["level"], residual_adaptation=0.05)
+    selector = KGPSSelector(9, config, features={"level": [0, 0, 0, 1, 1, 1, 2, 2, 2]}, seed=0)
+    tau2, seen = config.initial_variance, set()
+    for batch, s in (([0, 3, 6], [0, 8, 8]), ([0, 1, 4, 7], [2, 8, 0, 1])):  # prompt 0 again: not a first outcome
+        m, P = selector.mean.astype(np.float64)[batch], selector.variance.astype(np.float64)[batch]
+        first = [j for j, i in enumerate(batch) if i not in seen]
+        nis = [(s[j] - e) ** 2 / v for j, (e, v) in zip(first, (predictive(m[j], P[j], 8) for j in first))]
+        tau2 = float(np.clip(tau2 * np.exp(0.05 * (np.mean(nis) - 1)), 1e-3, 100.0))
+        seen |= set(batch)
+        selector.update(batch, s, np.full(len(batch), 8))
+        assert selector.residual_prior == pytest.approx(tau2, rel=1e-5)
+    assert tau2 > config.initial_variance  # outcomes far from their groups' predictions: the prior widened
