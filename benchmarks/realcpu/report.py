@@ -272,8 +272,10 @@ def plot(results: dict, path: str) -> None:
         return
     names = list(results["regimes"])
     every = list(dict.fromkeys(method for regime in results["regimes"].values() for method in regime["runs"]))
-    colors = {method: plt.get_cmap("tab20")(i % 20) for i, method in enumerate(every)}  # one per method, every panel
-    colors |= {BASELINE: "black", "kgps": "tab:red", "oracle": "tab:blue"}
+    # One colour per method in every panel; the baseline, the default and the oracle in colours of their own.
+    colors = {BASELINE: "black", "kgps": "red", "oracle": "navy"}
+    others = [method for method in every if method not in colors]
+    colors |= {method: plt.get_cmap("tab20")(i % 20) for i, method in enumerate(others)}
     methods = len(every)
     across = min(len(names), 5)  # panels in a row
     down = -(-len(names) // across)
