@@ -347,7 +347,7 @@ def _policy(script_args, model_args, seed: int):
     if not script_args.warm_start_steps:
         return model, tokenizer
     if (script_args.warm_start_steps, seed) == DEMO_WARM_START_RECIPE and not script_args.train_warm_start:
-        _load_weights(model, DEMO_WARM_START)
+        tiny.load_weights(model, DEMO_WARM_START)
     else:
         logger.warning("Warm start: %d supervised steps on arithmetic...", script_args.warm_start_steps)
         _warm_start(model, tokenizer, script_args.warm_start_steps, seed)
@@ -362,15 +362,6 @@ def _warm_start(model, tokenizer, steps: int, seed: int) -> list[float]:
     return tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], steps, seed=seed)
 
 
-def _load_weights(model, path: Path) -> None:
-    from safetensors.torch import load_file
-
-    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding, so not in the file
-        raise ValueError(f"{path} does not fit the built-in model: missing {missing}, unexpected {unexpected}.")
-    model.eval()
-
-
 def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
     """
     Trains the demo's warm start from its recipe (`DEMO_WARM_START_RECIPE`) and writes it to `path`, with a JSON
@@ -382,7 +373,6 @@ def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
     import platform
 
     import transformers
-    from safetensors.torch import save_file
 
     steps, seed = DEMO_WARM_START_RECIPE
     threads = torch.get_num_threads()
@@ -393,7 +383,7 @@ def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
         losses = _warm_start(model, tokenizer, steps, seed)
     finally:
         torch.set_num_threads(threads)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}, str(path))
+    tiny.save_weights(model, path)
     record = dict(
         steps=steps,
         seed=seed,

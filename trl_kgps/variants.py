@@ -6,7 +6,7 @@ added to the paper alone or taken away from that default, and the candidates tha
 
 import dataclasses
 
-from .config import PAPER, PER_PROMPT, KGPSConfig
+from .config import PAPER, KGPSConfig
 
 
 # Each departure of the per-prompt default from the paper, as the KGPSConfig fields it sets (the paper's values are
@@ -53,7 +53,7 @@ SHARED_ALTERNATIVES = {
 
 
 def _per_prompt_values(fields: tuple[str, ...]) -> dict:
-    per_prompt = KGPSConfig(**PER_PROMPT)
+    per_prompt = KGPSConfig.per_prompt()
     return {name: getattr(per_prompt, name) for name in fields}
 
 
@@ -71,10 +71,10 @@ VARIANTS: dict[str, KGPSConfig] = {
         if name not in ("proportional", "candidate_pass")  # settings of the default's draw, meaningless without it
     },
     **{
-        f"per_prompt-{name}": KGPSConfig(**{**PER_PROMPT, **{f: PAPER[f] for f in fields}})
+        f"per_prompt-{name}": KGPSConfig.per_prompt(**{f: PAPER[f] for f in fields})
         for name, fields in DEPARTURES.items()
     },
-    **{f"per_prompt+{name}": KGPSConfig(**{**PER_PROMPT, **fields}) for name, fields in ALTERNATIVES.items()},
+    **{f"per_prompt+{name}": KGPSConfig.per_prompt(**fields) for name, fields in ALTERNATIVES.items()},
     **{f"kgps+{name}": KGPSConfig(**fields) for name, fields in SHARED_ALTERNATIVES.items()},
 }
 

@@ -238,7 +238,6 @@ def warm_start_path(seed: int) -> str:
 
 def policy(seed: int = 0):
     """The character tokenizer and the committed warm-started policy of `seed` (about 75k parameters)."""
-    from safetensors.torch import load_file
 
     from trl_kgps.tasks import tiny
 
@@ -250,10 +249,7 @@ def policy(seed: int = 0):
         )
     tokenizer = tiny.build_tokenizer()
     model = tiny.build_model(tokenizer, seed=seed)
-    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding, so not in the file
-        raise ValueError(f"{path} does not fit the policy: missing {missing}, unexpected {unexpected}.")
-    model.eval()
+    tiny.load_weights(model, path)
     return model, tokenizer
 
 
@@ -273,7 +269,6 @@ def make_warm_start(seed: int = 0, path: str | None = None) -> dict:
     to `path` (`warm_start_path(seed)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see the
     module docstring): the committed file is the one every run loads.
     """
-    from safetensors.torch import save_file
 
     from trl_kgps.tasks import sharpening, tiny
     from trl_kgps.tasks.evaluation import answer_probabilities
@@ -285,8 +280,7 @@ def make_warm_start(seed: int = 0, path: str | None = None) -> dict:
     model = tiny.build_model(tokenizer, seed=seed)
     _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
     losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS, seed=seed)
-    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items() if name != "lm_head.weight"}
-    save_file(state, path)
+    tiny.save_weights(model, path)
     heldout = float(answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean())
     record = dict(
         seed=seed, steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout, sha256=_digest(path),

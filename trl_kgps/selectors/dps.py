@@ -138,7 +138,7 @@ class DPSSelector(_Epochs):
 
         prior = np.flatnonzero(~self._counted[indices] & (missed > 0))
         if prior.size:  # pi^- = T0^(r-1) pi, pi = T0 pi^-, each distinct r raised once
-            T0 = self.A0 / self.A0.sum(axis=0)
+            T0 = _transitions(self.A0[None])[0]
             values, inverse = np.unique(missed[prior] - 1, return_inverse=True)
             x = _normalized(np.einsum("nij,nj->ni", _powers(T0, values)[inverse], pi[prior]))
             pi_before[prior], pi[prior] = x, _normalized(x @ T0.T)
@@ -164,16 +164,17 @@ class DPSSelector(_Epochs):
             pi[rows], pi_before[rows] = p.T, previous.T
             A[rows] = self.A0 + self.decay ** steps[:, None, None] * (A[rows] - self.A0)
         rest = missed[counted] - exact
-        rows = counted[rest > 0]
+        later = rest > 0
+        rows, rest = counted[later], rest[later]
         if rows.size:  # T is constant from here: pi^- = T^(r-1) pi, pi = T pi^-
-            T, power, x = _transitions(A[rows]), rest[rest > 0] - 1, pi[rows]
+            T, power, x = _transitions(A[rows]), rest - 1, pi[rows]
             while power.max() > 0:  # x <- T^(r-1) x by repeated squaring, each prompt its own exponent
                 odd = power % 2 == 1
                 x[odd] = _normalized(np.einsum("nij,nj->ni", T[odd], x[odd]))
                 T, power = T @ T, power // 2
             pi_before[rows] = x
             pi[rows] = _normalized(_times(A[rows], x))
-            A[rows] = self.A0 + self.decay ** rest[rest > 0, None, None] * (A[rows] - self.A0)
+            A[rows] = self.A0 + self.decay ** rest[:, None, None] * (A[rows] - self.A0)
         return A, pi, pi_before
 
     def _store(

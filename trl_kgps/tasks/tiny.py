@@ -113,6 +113,23 @@ def build_model(tokenizer, hidden_size: int = 64, num_layers: int = 2, max_lengt
     return model
 
 
+def save_weights(model, path) -> None:
+    """Writes `model`'s weights to the safetensors file `path`, without the head that is tied to the embedding."""
+    from safetensors.torch import save_file
+
+    save_file({name: t.contiguous() for name, t in model.state_dict().items() if name != "lm_head.weight"}, str(path))
+
+
+def load_weights(model, path) -> None:
+    """Loads what `save_weights` wrote into `model` (built by `build_model`), and puts it in eval mode."""
+    from safetensors.torch import load_file
+
+    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:  # lm_head is tied to the embedding, so not in the file
+        raise ValueError(f"{path} does not fit the model: missing {missing}, unexpected {unexpected}.")
+    model.eval()
+
+
 # The word-level setup the tests and benchmarks/bench_trl_overhead.py run GRPO on: prompts "p<i> a b".
 WORDS = [f"p{i}" for i in range(64)] + ["a", "b", "c", "d", "e", "f", "g", "h"]
 
