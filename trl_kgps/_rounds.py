@@ -154,13 +154,17 @@ class Rounds:
 
     # Scoring -------------------------------------------------------------------------------------------------
 
-    def score(self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> Scored | None:
+    def score(
+        self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, in_order: bool = True
+    ) -> Scored | None:
         """
         Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
-        prompts `batch` (`(B,)`), in that order. The batch is normally the oldest pending one; pending batches before
-        it were skipped by a resumed trainer and are dropped. The last batch scored, scored again (TRL regenerates it
-        when resumed inside its steps), is ignored: its outcomes were observed before the checkpoint. Returns `None`
-        then, and raises `ValueError` for a batch that was never chosen. A batch scored joins `recent`.
+        prompts `batch` (`(B,)`), in that order. In order (the synchronous trainers), the batch is normally the oldest
+        pending one; pending batches before it were skipped by a resumed trainer and are dropped. With
+        `in_order=False` (the asynchronous trainer, whose batches finish in any order), only `batch` leaves the
+        pending ones. The last batch scored, scored again (TRL regenerates it when resumed inside its steps), is
+        ignored: its outcomes were observed before the checkpoint. Returns `None` then, and raises `ValueError` for a
+        batch that was never chosen. A batch scored joins `recent`.
         """
         batch = np.asarray(batch, dtype=np.int64)
         position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
@@ -173,9 +177,12 @@ class Rounds:
                 f"awaits ({awaited}): the data loader does not draw from KGPS's sampler in its order (a custom "
                 "dataloader or sampler?), so KGPS cannot attribute these rewards."
             )
-        for _ in range(position):
-            self.pending.popleft()
-        chosen = self.pending.popleft()
+        if in_order:
+            for _ in range(position):
+                self.pending.popleft()
+        chosen = self.pending[0 if in_order else position]
+        del self.pending[0 if in_order else position]
+        skipped = position if in_order else 0
         s, k = np.asarray(successes, dtype=np.int64), np.asarray(trials, dtype=np.int64)
         warmup = self.in_warmup
         if warmup:
@@ -190,7 +197,7 @@ class Rounds:
         self.batches_scored += 1
         self.last_scored = batch
         repeats = self.recent.add(batch)
-        return Scored(chosen, s, k, warmup, position, repeats, self.recent.unique_prompts)
+        return Scored(chosen, s, k, warmup, skipped, repeats, self.recent.unique_prompts)
 
     def predict(self, delta_norm: float) -> bool:
         """Widens every belief for a policy update of norm `delta_norm`, after the warmup; whether it did."""

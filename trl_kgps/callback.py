@@ -17,7 +17,6 @@ across ranks.
 
 import logging
 import math
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -28,11 +27,11 @@ from . import _checkpoint as checkpoint
 from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
 from ._features import selector_for
-from ._metrics import batch_metrics, shared_metrics
 from ._outcomes import SuccessRule
 from ._prompts_digest import prompts_digest
 from ._report import add_kgps_section, difficulty_dataset
-from ._rounds import Rounds, Scored
+from ._engine import SelectionEngine
+from ._rounds import Rounds
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
 from .selectors import SELECTORS
@@ -126,10 +125,8 @@ class KGPSCallback(TrainerCallback):
         self.selector = selector
         self.trainer: Trainer | None = None
         self.sampler: KGPSRepeatSampler | None = None
-        self.rule: SuccessRule | None = None
         self._delta: ParameterDelta | None = None
         self._metrics_log: _trl.MetricsLog | None = None
-        self._warned_no_rewards = False
         self._prompts: dict[str, str] | None = None  # the digest of the sampler's prompts, computed when first needed
         if trainer is not None:
             self.attach(trainer)
@@ -242,10 +239,15 @@ class KGPSCallback(TrainerCallback):
             warmup_epochs=self.config.warmup_epochs,
             seed=trainer.args.seed,
         )
-        self.rule = SuccessRule(
+        self.sampler.engine.rule = SuccessRule(
             *_trl.reward_functions(trainer), self.config.success_reward, self.config.success_threshold
         )
         return self.sampler
+
+    @property
+    def engine(self) -> "SelectionEngine | None":
+        """The selection engine the sampler draws from; `None` before training."""
+        return None if self.sampler is None else self.sampler.engine
 
     @property
     def rounds(self) -> "Rounds | None":
@@ -291,11 +293,8 @@ class KGPSCallback(TrainerCallback):
                 f"groups of {G} completions of one prompt each (dataset indices {groups.tolist()}): the data loader "
                 "does not follow KGPS's sampler, so KGPS cannot attribute the rewards."
             )
-        batch = groups[:, 0]
-        success, counted = self.rule(rewards)
-        s = success.reshape(-1, G).sum(axis=1)
-        k = counted.reshape(-1, G).sum(axis=1)
-        scored = self.rounds.score(batch, s, k)
+        s, k = self.engine.outcomes(rewards, G)
+        scored, metrics = self.engine.score(groups[:, 0], s, k)
         if scored is None:
             # TRL does not checkpoint its generation counter: resumed inside a batch's steps, it generates and
             # scores that batch again. Its outcomes were observed before the checkpoint; counting them twice
@@ -310,32 +309,12 @@ class KGPSCallback(TrainerCallback):
                 "es" * (scored.skipped > 1),
                 "their" if scored.skipped > 1 else "its",
             )
-        self._log_scored(scored)
-
-    def _log_scored(self, scored: "Scored") -> None:
-        if not scored.trials.any() and not self._warned_no_rewards:
-            warnings.warn(
-                f"KGPS observed no reward for generation batch {self.rounds.batches_scored}: the reward functions "
-                "returned None for every completion, so no prompt's belief changed. KGPS learns only from scored "
-                "completions: check that a reward function scores these prompts (or set success_reward to one that "
-                "does).",
-                stacklevel=3,
-            )
-            self._warned_no_rewards = True
-        metrics = batch_metrics(scored, self.rounds.coverage, getattr(self.selector, "last_nis", None))
-        if getattr(self.selector, "shared", None) is not None:
-            metrics.update(shared_metrics(self.selector, scored))
         self._log(metrics)
 
     # Process noise ---------------------------------------------------------------------------------------------
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        norm = self._delta.step()
-        metrics = {"kgps/delta_norm": norm}
-        if not self.in_warmup and hasattr(self.selector, "process_noise"):
-            metrics["kgps/process_noise"] = self.selector.process_noise(norm)
-        self.rounds.predict(norm)
-        self._log(metrics)
+        self._log(self.engine.predict(self._delta.step()))
 
     # Checkpoints and saved models -----------------------------------------------------------------------------
 

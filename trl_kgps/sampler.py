@@ -5,6 +5,7 @@ from collections.abc import Iterator, Sized
 import numpy as np
 from torch.utils.data import Sampler
 
+from ._engine import SelectionEngine
 from ._rounds import Rounds, check_batches
 from .selectors import KGPSSelector
 from .selectors.base import PromptSelector
@@ -24,10 +25,10 @@ class KGPSRepeatSampler(Sampler[int]):
     - afterwards, `selector.select(batch_size, exclude=pending)`, decided only when the data loader asks for the
       batch's first index, so that it uses every observation that exists at that moment.
 
-    The sampler owns the layout and the epoch; `rounds` (a `trl_kgps._rounds.Rounds`) owns the choice and its
-    bookkeeping: every batch yielded stays pending until the trainer has scored it (`rounds.score`), and pending
-    prompts are not selected again, since the data loader asks for the next batch before the current one is scored
-    (the lag). Every rank builds the same sampler and, fed the same observations, yields the same indices.
+    The sampler owns the layout and the epoch; `engine` (a `trl_kgps._engine.SelectionEngine`, the same as the
+    asynchronous trainer's) owns the choice and its bookkeeping, `rounds`: every batch yielded stays pending until
+    the trainer has scored it (`rounds.score`), and pending prompts are not selected again, since the data loader asks
+    for the next batch before the current one is scored (the lag). Every rank builds the same sampler and, fed the same observations, yields the same indices.
 
     Args:
         data_source (`Sized`): the dataset.
@@ -70,7 +71,7 @@ class KGPSRepeatSampler(Sampler[int]):
         if warmup_epochs is None:
             warmup_epochs = getattr(getattr(selector, "config", None), "warmup_epochs", 0)
         warmup_batches = warmup_epochs * (num_prompts // batch_size) if batch_size > 0 else 0
-        self.rounds = Rounds(selector, batch_size, warmup_batches, seed)
+        self.engine = SelectionEngine(selector, batch_size, warmup_batches, seed)
         self.data_source = data_source
         self.mini_repeat_count = mini_repeat_count
         self.batch_size = batch_size
@@ -82,6 +83,11 @@ class KGPSRepeatSampler(Sampler[int]):
         self.epoch = 0
         self.epoch_batches: list[np.ndarray] = []  # the batches of the epoch being iterated, in order
         self._replay: list[np.ndarray] = []
+
+    @property
+    def rounds(self) -> Rounds:
+        """The engine's bookkeeping: pending batches, counters, prompts observed."""
+        return self.engine.rounds
 
     def set_epoch(self, epoch: int) -> None:
         """Kept for the `RepeatSampler` contract; the warmup counts batches, so it needs no epoch number."""

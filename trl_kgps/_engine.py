@@ -1,0 +1,109 @@
+r"""
+The selection engine: what KGPS does in a trainer, with no trainer in it. Both adapters drive one: the synchronous
+`KGPSCallback` + `KGPSRepeatSampler` (TRL's `GRPOTrainer`, `RLOOTrainer`) and the asynchronous rollout loop
+(`trl_kgps._async`, TRL's `AsyncGRPOTrainer`).
+
+Per generation batch of `B` prompts the engine
+
+1. chooses it (`choose`), and keeps it pending until it is scored;
+2. turns each group's rewards into successes `s` and scored rollouts `k` (`outcomes`, by the `SuccessRule`);
+3. feeds them to the selector (`score`) and returns the batch's `kgps/*` metrics;
+4. widens every belief for a policy update of norm \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) (`predict`);
+
+and saves and restores all of it (`state_dict`, `load_state_dict`). The adapters say where the batches, the rewards
+and the norms come from.
+"""
+
+import warnings
+
+import numpy as np
+
+from ._metrics import batch_metrics, shared_metrics
+from ._outcomes import SuccessRule
+from ._rounds import Rounds, Scored
+from .selectors.base import PromptSelector
+
+
+class SelectionEngine:
+    """
+    One run's prompt selection over `selector.num_prompts` prompts, `batch_size` prompts a generation batch.
+
+    Args:
+        selector (`PromptSelector`): chooses the batches after the warmup and receives the outcomes.
+        batch_size (`int`): `B`, distinct prompts per generation batch.
+        warmup_batches (`int`, *optional*, defaults to `0`): uniform batches first (see `Rounds`).
+        seed (`int`, *optional*, defaults to `0`): seeds the warmup's permutations.
+
+    Attributes:
+        rounds (`Rounds`): the bookkeeping: pending batches, counters, prompts observed.
+        rule (`SuccessRule` or `None`): how rewards become outcomes; the adapter sets it once it knows the reward
+            functions.
+    """
+
+    def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
+        self.selector = selector
+        self.rounds = Rounds(selector, batch_size, warmup_batches, seed)
+        self.rule: SuccessRule | None = None
+        self._warned_no_rewards = False
+
+    @property
+    def batch_size(self) -> int:
+        return self.rounds.batch_size
+
+    @property
+    def in_warmup(self) -> bool:
+        return self.rounds.in_warmup
+
+    def choose(self) -> np.ndarray:
+        """The next generation batch, `(B,)` int64, now pending."""
+        return self.rounds.choose()
+
+    def outcomes(self, rewards_per_func: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """
+        `(s, k)`, `(groups,)` int64 each, from the rewards of consecutive groups of `group_size` completions:
+        `rewards_per_func` of shape `(groups * group_size, reward_functions)`, NaN where a function returned `None`.
+        """
+        success, counted = self.rule(rewards_per_func)
+        return success.reshape(-1, group_size).sum(axis=1), counted.reshape(-1, group_size).sum(axis=1)
+
+    def score(
+        self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, in_order: bool = True
+    ) -> tuple[Scored | None, dict[str, float]]:
+        """
+        Feeds a scored batch's outcomes to the selector (`Rounds.score`; `in_order=False` when batches may finish in
+        any order, as in the asynchronous trainer) and returns `(scored, metrics)`: `scored` is `None` for the last
+        batch scored again, whose outcomes were already observed (then `metrics` is empty).
+        """
+        scored = self.rounds.score(batch, successes, trials, in_order=in_order)
+        if scored is None:
+            return None, {}
+        if not scored.trials.any() and not self._warned_no_rewards:
+            warnings.warn(
+                f"KGPS observed no reward for generation batch {self.rounds.batches_scored}: the reward functions "
+                "returned None for every completion, so no prompt's belief changed. KGPS learns only from scored "
+                "completions: check that a reward function scores these prompts (or set success_reward to one that "
+                "does).",
+                stacklevel=3,
+            )
+            self._warned_no_rewards = True
+        metrics = batch_metrics(scored, self.rounds.coverage, getattr(self.selector, "last_nis", None))
+        if getattr(self.selector, "shared", None) is not None:
+            metrics.update(shared_metrics(self.selector, scored))
+        return scored, metrics
+
+    def predict(self, delta_norm: float) -> dict[str, float]:
+        """Widens every belief for an update of norm `delta_norm` (after the warmup); returns `kgps/delta_norm` and
+        `kgps/process_noise` (the `Q` applied, for a selector with process noise)."""
+        metrics = {"kgps/delta_norm": delta_norm}
+        if not self.in_warmup and hasattr(self.selector, "process_noise"):
+            metrics["kgps/process_noise"] = self.selector.process_noise(delta_norm)
+        self.rounds.predict(delta_norm)
+        return metrics
+
+    def state_dict(self) -> dict[str, np.ndarray | int]:
+        """The rounds' state (`Rounds.state_dict`); the selector saves its own."""
+        return self.rounds.state_dict()
+
+    def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
+        """Restores a `state_dict()`, or raises `ValueError` before changing anything."""
+        self.rounds.load_state_dict(state)
