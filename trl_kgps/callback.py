@@ -23,14 +23,14 @@ import torch
 from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
 
+from . import _async_trl, _trl
 from . import _checkpoint as checkpoint
-from . import _trl
 from ._distributed import ParameterDelta, check_ranks_agree, fingerprint, gather_indices
+from ._engine import SelectionEngine
 from ._features import selector_for
 from ._outcomes import SuccessRule
 from ._prompts_digest import prompts_digest
 from ._report import add_kgps_section, difficulty_dataset
-from ._engine import SelectionEngine
 from ._rounds import Rounds
 from .config import KGPSConfig
 from .sampler import KGPSRepeatSampler
@@ -128,6 +128,7 @@ class KGPSCallback(TrainerCallback):
         self._delta: ParameterDelta | None = None
         self._metrics_log: _trl.MetricsLog | None = None
         self._prompts: dict[str, str] | None = None  # the digest of the sampler's prompts, computed when first needed
+        self._async = None  # the `_async.AsyncBinding` when the trainer is TRL's AsyncGRPOTrainer
         if trainer is not None:
             self.attach(trainer)
 
@@ -143,6 +144,13 @@ class KGPSCallback(TrainerCallback):
             return self
         if self.trainer is not None:
             raise RuntimeError(_REUSED)
+        if _async_trl.is_async_trainer(trainer):
+            from ._async import AsyncBinding
+
+            _check_one_per_trainer(trainer, self)
+            self._async = AsyncBinding(self, trainer)
+            self.trainer = trainer
+            return self
         _trl.check(trainer)
         _check_one_per_trainer(trainer, self)
         if getattr(trainer.args, "shuffle_dataset", True) is False:
@@ -185,6 +193,9 @@ class KGPSCallback(TrainerCallback):
             raise RuntimeError(f"KGPSCallback is not attached to a trainer. {_ATTACH_FIX}")
         if args is not trainer.args:
             raise RuntimeError(_REUSED)
+        if self._async is not None:
+            self._async.on_train_begin(args, state, control, **kwargs)
+            return
         if self.sampler is None:
             raise RuntimeError(
                 "The trainer's data loader does not draw from KGPS: its `_get_train_sampler` was replaced after "
@@ -203,7 +214,7 @@ class KGPSCallback(TrainerCallback):
             self.sampler.start_next_epoch()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.trainer is not None:
+        if self.trainer is not None and self._async is None:
             self._metrics_log.verify(logs)
 
     # The sampler -----------------------------------------------------------------------------------------------
@@ -246,30 +257,33 @@ class KGPSCallback(TrainerCallback):
 
     @property
     def engine(self) -> "SelectionEngine | None":
-        """The selection engine the sampler draws from; `None` before training."""
+        """The selection engine that chooses the prompts (the sampler's, or the asynchronous trainer's rank 0's);
+        `None` before training."""
+        if self._async is not None:
+            return self._async.engine
         return None if self.sampler is None else self.sampler.engine
 
     @property
     def rounds(self) -> "Rounds | None":
         """The rounds' bookkeeping (pending batches, counters, observed prompts); `None` before training."""
-        return None if self.sampler is None else self.sampler.rounds
+        return None if self.engine is None else self.engine.rounds
 
     @property
     def coverage(self) -> float:
         """The share of prompts observed at least once (with a scored rollout); 0 before training."""
-        return 0.0 if self.sampler is None else self.rounds.coverage
+        return 0.0 if self.engine is None else self.rounds.coverage
 
     @property
     def rollouts(self) -> int:
-        """Completions scored for training so far, over all ranks: the rollout budget spent."""
-        if self.sampler is None:
+        """Completions scored so far, over all ranks: the rollout budget spent."""
+        if self.engine is None:
             return 0
-        return self.rounds.batches_scored * self.sampler.batch_size * self.sampler.mini_repeat_count
+        return self.rounds.batches_scored * self.engine.batch_size * self.trainer.args.num_generations
 
     @property
     def in_warmup(self) -> bool:
         """Until the warmup's last batch is scored: observations initialise means, and no process noise is added."""
-        return self.sampler is None or self.rounds.in_warmup
+        return self.engine is None or self.rounds.in_warmup
 
     # Observations ----------------------------------------------------------------------------------------------
 
@@ -314,7 +328,12 @@ class KGPSCallback(TrainerCallback):
     # Process noise ---------------------------------------------------------------------------------------------
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        self._log(self.engine.predict(self._delta.step()))
+        if self._async is None:
+            self._log(self.engine.predict(self._delta.step()))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._async is not None:
+            self._async.on_step_end(args, state, control, **kwargs)
 
     # Checkpoints and saved models -----------------------------------------------------------------------------
 
@@ -344,14 +363,15 @@ class KGPSCallback(TrainerCallback):
         for a run that shares by categorical `feature_columns`, also `group`, `group_predicted_success` and
         `own_logit`. A saved run's is `trl_kgps.difficulty_table(output_dir_or_repo_id)`.
         """
-        if self.sampler is None:
+        source = self._async if self._async is not None else self.sampler
+        if self.engine is None:
             raise RuntimeError(
                 "KGPSCallback has no difficulty table before the trainer builds its data loader: call it after "
                 "`trainer.train()`."
             )
-        dataset = self.sampler.data_source
+        dataset = source.data_source
         prompts = dataset["prompt"] if "prompt" in getattr(dataset, "column_names", ()) else None
-        return difficulty_dataset(self.selector, self.sampler.times_selected, prompts)
+        return difficulty_dataset(self.selector, source.times_selected, prompts)
 
     def _add_to_model_card(self) -> None:
         """Adds the `## KGPS` section and tags to the README.md that `create_model_card` wrote (main process)."""

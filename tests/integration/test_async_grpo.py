@@ -1,0 +1,287 @@
+"""
+KGPS in TRL's real `AsyncGRPOTrainer` on CPU: its rollout worker (a spawned child process), scoring, packing, staleness
+filter, weight syncs and checkpoints are TRL's; `async_standins` replaces only vLLM's generation, the NCCL weight
+transfer, the FA3 attention kernel and the peak-FLOPs probe, each named there.
+
+Two modes. Deterministic: one group in flight at a time, generated in order, so the run is a fixed sequence; every
+operation on the selection engine is logged, and the selector's state must equal a replay of those operations, whose
+outcomes must be the rewards the reward function computed for those prompts. Threaded: four groups in flight with
+random delays, so groups finish out of order; invariants: no prompt lost or counted twice.
+"""
+
+import collections
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+
+
+pytest.importorskip("aiohttp")
+async_grpo = pytest.importorskip("trl.experimental.async_grpo")
+
+import async_standins as standins  # noqa: E402 - needs TRL's asynchronous trainer
+from transformers import TrainerCallback  # noqa: E402
+
+from trl_kgps import KGPSCallback, KGPSConfig, _async_trl, _state_file  # noqa: E402
+from trl_kgps._engine import SelectionEngine  # noqa: E402
+from trl_kgps._features import selector_for  # noqa: E402
+
+
+pytestmark = pytest.mark.slow
+
+G = 4  # completions per prompt
+B = 2  # groups a step: per_device_train_batch_size 8 / 4
+CONFIG = KGPSConfig(feature_columns=["level"], delta_norm_sample=1.0)
+SELECTORS = ["kgps", "uniform", "mopps", "greso", "dps"]
+
+supported = pytest.mark.skipif(
+    __import__("trl").__version__ not in _async_trl.SUPPORTED, reason="KGPS supports this TRL's AsyncGRPOTrainer only"
+)
+
+
+@pytest.fixture(autouse=True)
+def stand_ins(monkeypatch):
+    standins.install(monkeypatch)
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+class EngineLog(TrainerCallback):
+    """Every operation on the selection engine in order (under its lock), and the batches handed to the worker. Its
+    wrappers go on when training begins: after a resume has loaded the state, before the worker starts."""
+
+    def __init__(self, kgps):
+        self.kgps = kgps
+        self.ops, self.handed, self.loaded = [], [], None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        engine, service = self.kgps.engine, self.kgps._async.service
+        self.loaded = snapshot(engine)
+        choose, score, predict, hand = engine.choose, engine.score, engine.predict, service.choose
+
+        def spy_choose():
+            batch = choose()
+            self.ops.append(("choose", batch.copy()))
+            return batch
+
+        def spy_score(batch, s, k, *, in_order=True):
+            self.ops.append(("score", np.array(batch), np.array(s), np.array(k)))
+            return score(batch, s, k, in_order=in_order)
+
+        def spy_predict(delta_norm):
+            self.ops.append(("predict", delta_norm))
+            return predict(delta_norm)
+
+        def spy_hand():
+            batch_id, indices = hand()
+            self.handed.append(indices)
+            return batch_id, indices
+
+        engine.choose, engine.score, engine.predict, service.choose = spy_choose, spy_score, spy_predict, spy_hand
+
+
+def snapshot(engine):
+    return engine.selector.state_dict(), engine.rounds.state_dict()
+
+
+def assert_same_state(actual, expected):
+    """Selector and rounds states equal bit for bit, but for how long each pending choice took (a wall time)."""
+    for got, want in zip(actual, expected):
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            if key == "pending_select_seconds":
+                continue
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(got[key], value, err_msg=key)
+            else:
+                assert got[key] == value, key
+
+
+def same_state(actual, expected) -> bool:
+    try:
+        assert_same_state(actual, expected)
+    except AssertionError:
+        return False
+    return True
+
+
+def fresh_engine(name, dataset, seed=0):
+    selector = selector_for(name, dataset, CONFIG, seed)
+    return SelectionEngine(selector, B, 0, seed)
+
+
+def replay(engine, ops):
+    """Feeds `ops` to `engine`; every choice must be the logged one."""
+    for op in ops:
+        if op[0] == "choose":
+            np.testing.assert_array_equal(engine.choose(), op[1])
+        elif op[0] == "score":
+            engine.score(op[1], op[2], op[3], in_order=False)
+        else:
+            engine.predict(op[1])
+    return engine
+
+
+def train(tmp_path, *, selector="kgps", delay_seed=None, in_flight=G, resume=None, name="run", **args):
+    path, tokenizer, dataset = standins.setup(tmp_path)
+    args = standins.config(tmp_path / name, **args)
+    reward = standins.FirstWord(tmp_path / f"{name}_rewards.jsonl")
+    worker = standins.worker(
+        path,
+        tokenizer,
+        dataset,
+        reward,
+        args,
+        tmp_path / f"{name}_weights",
+        max_inflight_tasks=in_flight,
+        delay_seed=delay_seed,
+    )
+    kgps = KGPSCallback(CONFIG, selector=selector)
+    log = EngineLog(kgps)
+    trainer = async_grpo.AsyncGRPOTrainer(
+        model=path, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer,
+        callbacks=[kgps, log], rollout_worker=worker,
+        weight_transfer=standins.FileWeightTransfer(tmp_path / f"{name}_weights"),
+    )  # fmt: skip
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, kgps, log, dataset, tmp_path / f"{name}_rewards.jsonl"
+
+
+def groups_scored_by_the_worker(path):
+    """(dataset index, successes) of every group the reward function scored, in the worker's process."""
+    with open(path) as f:
+        records = [json.loads(line) for line in f]
+    return [(r["idx"], int(sum(x == 1.0 for x in r["rewards"]))) for r in records]
+
+
+@supported
+def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_path):
+    trainer, kgps, log, dataset, rewards = train(tmp_path, max_steps=6)
+
+    # The selector's state is exactly what the logged choices, outcomes and norms make of a fresh one.
+    assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine("kgps", dataset), log.ops)))
+    # Those outcomes are the rewards the reward function gave those prompts, in the worker's process.
+    fed = collections.Counter((int(i), int(s)) for op in log.ops if op[0] == "score" for i, s in zip(op[1], op[2]))
+    scored = collections.Counter(groups_scored_by_the_worker(rewards))
+    assert fed and not fed - scored  # groups of batches still in flight at the end were scored, not yet fed
+    assert sum((scored - fed).values()) < B * len(kgps._async.service.in_flight) + 1
+    assert all((op[3] == G).all() for op in log.ops if op[0] == "score")
+    # One norm a weight sync (every step), widening beliefs once the warmup (none) is over.
+    assert sum(op[0] == "predict" for op in log.ops) == 6
+    # The stand-in attention is the real kernel's computation: the first step is on-policy, its ratio exactly 1.
+    assert trainer.state.log_history[0]["ratio"] == pytest.approx(1.0, abs=1e-6)
+    logged = {key for entry in trainer.state.log_history for key in entry}
+    assert {"kgps/mae", "kgps/delta_norm", "kgps/process_noise", "kgps/version_lag", "kgps/coverage"} <= logged
+
+
+@supported
+@pytest.mark.parametrize("selector", SELECTORS)
+def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twice(tmp_path, selector):
+    trainer, kgps, log, dataset, rewards = train(tmp_path, selector=selector, delay_seed=0, in_flight=4 * G)
+
+    handed = [i for batch in log.handed for i in batch]
+    scored = [i for i, _ in groups_scored_by_the_worker(rewards)]
+    assert scored != handed[: len(scored)]  # out of order
+    assert collections.Counter(scored) <= collections.Counter(handed)
+    rounds = kgps.rounds
+    chosen = [op[1] for op in log.ops if op[0] == "choose"]
+    fed = [tuple(op[1]) for op in log.ops if op[0] == "score"]
+    assert len(fed) == len(set(fed)) == rounds.batches_scored > 0  # each batch fed once (pending ones are distinct)
+    assert collections.Counter(fed) <= collections.Counter(tuple(batch) for batch in chosen)
+    assert rounds.batches_chosen == len(chosen) and rounds.times_selected.sum() == len(chosen) * B
+    assert len(rounds.pending) == len(chosen) - len(fed) == len(kgps._async.service.in_flight)
+    assert kgps.rollouts == len(fed) * B * G
+    assert kgps._async.service.error is None
+    assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine(selector, dataset), log.ops)))
+
+
+def saved_state(directory, engine, dataset):
+    selector_state, rounds_state = _state_file.read_run(
+        os.path.join(directory, _state_file.STATE_FILE), engine.selector, B
+    )
+    return selector_state, rounds_state
+
+
+@supported
+@pytest.mark.parametrize("selector", SELECTORS)
+def test_resume_restores_the_state_saved_and_hands_out_its_pending_batches_first(tmp_path, selector):
+    save = dict(max_steps=4, save_strategy="steps", save_steps=2)
+    _, straight, straight_log, dataset, _ = train(tmp_path, selector=selector, **save)
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    _, resumed, resumed_log, _, _ = train(tmp_path, selector=selector, resume=str(checkpoint), name="resumed", **save)
+
+    saved = saved_state(checkpoint, resumed.engine, dataset)
+    # The file holds the uninterrupted run's engine exactly as it was after some prefix of its operations.
+    engine = fresh_engine(selector, dataset)
+    states = [copy.deepcopy(snapshot(engine))]
+    states += [copy.deepcopy(snapshot(replay(engine, [op]))) for op in straight_log.ops]
+    assert any(same_state(state, saved) for state in states), "not a state the uninterrupted run went through"
+    # The resumed run starts from that state, bit for bit (random generators and counters included) ...
+    assert_same_state(resumed_log.loaded, saved)
+    # ... hands the worker the batches pending at the checkpoint first ...
+    pending = saved[1]["pending"].tolist()
+    assert resumed_log.handed[: len(pending)] == pending
+    # ... and continues from there: its state is the saved one fed its own operations.
+    restored = fresh_engine(selector, dataset)
+    restored.selector.load_state_dict(saved[0])
+    restored.load_state_dict(saved[1])
+    assert_same_state(snapshot(resumed.engine), snapshot(replay(restored, resumed_log.ops)))
+    # TRL's own rollout state carries the model version across the resume.
+    with open(checkpoint / "rollout_state.json") as f:
+        assert json.load(f)["model_version"] == 3  # the cold sync, then one a step
+
+
+def test_an_unsupported_trl_is_refused_naming_its_version(tmp_path, monkeypatch):
+    import trl
+
+    path, tokenizer, dataset = standins.setup(tmp_path)
+    args = standins.config(tmp_path / "run")
+    reward = standins.FirstWord(tmp_path / "rewards.jsonl")
+    monkeypatch.setattr(trl, "__version__", "1.17.0")
+    with pytest.raises(RuntimeError, match=r"checked on for TRL 1\.16\.0; this is TRL 1\.17\.0"):
+        async_grpo.AsyncGRPOTrainer(
+            model=path, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer,
+            callbacks=[KGPSCallback()], rollout_worker=standins.worker(
+                path, tokenizer, dataset, reward, args, tmp_path / "w", max_inflight_tasks=G
+            ), weight_transfer=standins.FileWeightTransfer(tmp_path / "w"),
+        )  # fmt: skip
+
+
+@supported
+def test_a_changed_private_member_is_refused_naming_it(monkeypatch):
+    changed = dict(_async_trl.SUPPORTED["1.16.0"])
+    changed["async_rollout_worker._AsyncRolloutLoop._score_group"] = "0" * 16
+    monkeypatch.setitem(_async_trl.SUPPORTED, "1.16.0", changed)
+    with pytest.raises(RuntimeError, match=r"`async_rollout_worker\._AsyncRolloutLoop\._score_group` differs"):
+        _async_trl.check()
+
+
+@supported
+def test_bad_input_is_refused_before_the_worker_starts(tmp_path):
+    path, tokenizer, dataset = standins.setup(tmp_path)
+    args = standins.config(tmp_path / "run")
+    reward = standins.FirstWord(tmp_path / "rewards.jsonl")
+
+    def trainer(config, worker):
+        return async_grpo.AsyncGRPOTrainer(
+            model=path, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer,
+            callbacks=[KGPSCallback(config)], rollout_worker=worker,
+            weight_transfer=standins.FileWeightTransfer(tmp_path / "w"),
+        )  # fmt: skip
+
+    worker = standins.worker(path, tokenizer, dataset, reward, args, tmp_path / "w", max_inflight_tasks=G)
+    with pytest.raises(ValueError, match=r"feature_columns names \['difficulty'\]"):
+        trainer(KGPSConfig(feature_columns=["difficulty"]), worker).train()
+    assert worker._process is None  # never started
+
+    class OwnWorker:  # TRL's protocol, but not TRL's worker: KGPS has no loop to read from
+        rollout_buffer = metrics_queue = None
+
+        def start(self): ...
+        def stop(self): ...
+        def update_model_version(self, version): ...
+        def check_health(self, stale_after_s): ...
+
+    with pytest.raises(TypeError, match="rollout_worker is a OwnWorker"):
+        trainer(KGPSConfig(), OwnWorker()).train()
