@@ -12,17 +12,22 @@ know what no real selector can:
   structure alone is worth);
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
 - `ds`: DAPO's dynamic sampling, emulated outside the trainer (it pays for screening rollouts);
-- `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`).
+- `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
+- `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
+  one (`ChosenAhead`), as TRL's asynchronous trainer chooses prompts several versions ahead of the policy that
+  trains on them (what choosing from stale beliefs costs).
 
 The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
 """
 
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
 
 from trl_kgps import KGPSConfig
+from trl_kgps._features import selector_for
 from trl_kgps.selectors import DPSSelector
 from trl_kgps.simulator import oracle_batch
 from trl_kgps.variants import VARIANTS, variant_config
@@ -41,7 +46,9 @@ SUITE = (
     "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso", "dps",
     "oracle", "oracle@25", "oracle@100", "oracle_level",
 )  # fmt: skip
-OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES)
+# The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead.
+AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
+OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES, *AHEAD)
 ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`
 BASELINE = "uniform"
 # The columns a KGPS configuration can read as its feature, named `<variant>:<column>` (`variant_config`): the
@@ -209,6 +216,31 @@ class DynamicSampling(_BenchmarkSelector):
         return self.last.copy() if indices is None else self.last[np.asarray(indices)]
 
 
+class ChosenAhead:
+    """
+    `selector`, but every batch it returns was chosen `ahead - 1` calls earlier, from what it knew then; the batches
+    chosen and not yet returned are excluded from later choices, as pending ones are. The synchronous trainer's data
+    loader already asks for a batch one step before the previous one is scored (the engine's lag 1), so a batch is
+    chosen `ahead` updates before the policy that generates it, as in an asynchronous trainer whose worker runs
+    `ahead` versions ahead. Everything else (`predict`, `update`, `predicted_success`, ...) is `selector`'s.
+    """
+
+    def __init__(self, selector, ahead: int):
+        self.selector, self.queued = selector, ahead - 1
+        self.chosen: deque[np.ndarray] = deque()
+
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        while len(self.chosen) <= self.queued:
+            taken = [*self.chosen] + ([] if exclude is None else [np.asarray(exclude, np.int64)])
+            self.chosen.append(self.selector.select(batch_size, exclude=np.concatenate(taken) if taken else None))
+        return self.chosen.popleft()
+
+    def __getattr__(self, name):
+        if name in ("selector", "queued", "chosen"):  # not yet set (copying, unpickling)
+            raise AttributeError(name)
+        return getattr(self.selector, name)
+
+
 def policy_embeddings(model, tokenizer, prompts, batch_size: int = 256) -> np.ndarray:
     """Each prompt's mean last-layer hidden state under `model`, shape `(N, hidden)`, float32."""
     import torch
@@ -254,6 +286,9 @@ def build(method: str, setting, model, seed: int):
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
     if method in ("uniform", "mopps", "greso", "dps"):
         return method, KGPSConfig()
+    if method in AHEAD:
+        config = variant_config("kgps:level")
+        return ChosenAhead(selector_for("kgps", setting.train, config, seed), AHEAD[method]), config
     if method in DPS_RECIPES:
         return DPSSelector(len(setting.train), seed=seed, **DPS_RECIPES[method]), KGPSConfig()
     raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")

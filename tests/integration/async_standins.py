@@ -27,6 +27,7 @@ from trl_kgps.tasks import tiny
 
 
 WORDS = tiny.WORDS
+WEIGHTS_DIR = "KGPS_STAND_IN_WEIGHTS"  # where FileWeightTransfer writes, for a StandInLoop that TRL builds
 
 
 def cpu_flash_attn_varlen_func(
@@ -50,8 +51,12 @@ class _CPUFlashAttention:
     flash_attn_varlen_func = staticmethod(cpu_flash_attn_varlen_func)
 
 
-def install(monkeypatch) -> None:
-    """Installs the attention and FLOPs stand-ins, and lets TRL's worker be built without vLLM installed."""
+def install(monkeypatch, weights_dir=None) -> None:
+    """
+    Installs the attention and FLOPs stand-ins, and lets TRL's worker be built without vLLM installed. With
+    `weights_dir`, also the generation and transfer stand-ins inside what the trainer builds itself: its
+    `AsyncRolloutWorker` runs `StandInLoop`, and its weight transfer is a `FileWeightTransfer` to `weights_dir`.
+    """
     import trl.experimental.async_grpo.async_grpo_trainer as trainer_module
     import trl.experimental.async_grpo.async_rollout_worker as worker_module
     import trl.experimental.async_grpo.packing as packing
@@ -59,6 +64,10 @@ def install(monkeypatch) -> None:
     monkeypatch.setattr(packing, "_flash_attn", lambda: _CPUFlashAttention)
     monkeypatch.setattr(trainer_module, "get_peak_flops_per_device", lambda *args, **kwargs: None)
     monkeypatch.setattr(worker_module, "is_vllm_available", lambda: True)
+    if weights_dir is not None:
+        monkeypatch.setenv(WEIGHTS_DIR, str(weights_dir))
+        monkeypatch.setattr(worker_module.AsyncRolloutWorker, "_loop_cls", StandInLoop)
+        monkeypatch.setattr(trainer_module, "WeightTransferClient", lambda **kwargs: FileWeightTransfer(weights_dir))
 
 
 class FileWeightTransfer:
@@ -94,10 +103,11 @@ class StandInLoop(_AsyncRolloutLoop):
     """TRL's rollout loop, generating with the local model instead of a vLLM server. `delay_seed`: each turn
     first sleeps 0-20 ms drawn from it, so that groups finish out of order; `None`: no sleep, one turn at a time."""
 
-    def __init__(self, *, weights_dir, delay_seed=None, generation_seed=0, **kwargs):
+    def __init__(self, *, weights_dir=None, delay_seed=None, generation_seed=0, **kwargs):
         super().__init__(**kwargs)
         torch.set_num_threads(1)  # beside the trainer's process on a 2-core machine
-        self.weights_dir = weights_dir
+        # Built by TRL's trainer (no `weights_dir` argument), it reads the folder from the environment it inherits.
+        self.weights_dir = weights_dir or os.environ[WEIGHTS_DIR]
         self.delays = None if delay_seed is None else np.random.default_rng(delay_seed)
         self.generator = torch.Generator().manual_seed(generation_seed)
         self.policy, self.policy_version = None, -1

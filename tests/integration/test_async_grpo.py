@@ -13,6 +13,7 @@ import collections
 import copy
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +286,39 @@ def test_bad_input_is_refused_before_the_worker_starts(tmp_path):
 
     with pytest.raises(TypeError, match="rollout_worker is a OwnWorker"):
         trainer(KGPSConfig(), OwnWorker()).train()
+
+
+@supported
+def test_the_example_trains_with_the_worker_trl_builds(tmp_path, monkeypatch):
+    """`examples/async_grpo_math.py` as a user runs it, one line of KGPS: TRL builds its own worker and transfer
+    (into which the stand-ins go), KGPS adapts them."""
+    import runpy
+
+    from datasets import Dataset
+
+    standins.install(monkeypatch, weights_dir=tmp_path / "weights")
+    path, _, _ = standins.setup(tmp_path)
+    data = tmp_path / "math"
+    for split, size in (("train", 8), ("test", 2)):
+        rows = [
+            {"problem": f"p{i} a b", "solution": f"\\boxed{{{i}}}", "level": f"Level {i % 3}"} for i in range(size)
+        ]
+        rows = [{**row, "type": "Algebra"} for row in rows]
+        Dataset.from_list(rows).to_json(data / f"{split}.jsonl")
+    example = runpy.run_path(str(Path(__file__).parents[2] / "examples" / "async_grpo_math.py"))
+    arguments = example["make_parser"]().parse_args_and_config(
+        ["--model_name_or_path", path, "--dataset_name", str(data), "--output_dir", str(tmp_path / "out")]
+        + ["--use_cpu", "true", "--bf16", "false", "--report_to", "none", "--max_steps", "2", "--save_steps", "2"]
+        + ["--per_device_train_batch_size", "8", "--num_generations", "4", "--max_completion_length", "3"]
+        + ["--token_budget", "0", "--gradient_checkpointing", "false", "--logging_steps", "1"]
+        + ["--disable_tqdm", "true", "--selector", "kgps"]
+    )
+    assert type(arguments[1]).__name__ == "AsyncGRPOConfig" and arguments[2].feature_columns == ["level", "type"]
+    example["main"](*arguments)
+
+    _, meta = _state_file.load(str(tmp_path / "out" / "checkpoint-2" / _state_file.STATE_FILE))
+    assert (meta["selector_class"], meta["num_prompts"]) == ("KGPSSelector", 8)
+    with open(tmp_path / "out" / "checkpoint-2" / "trainer_state.json") as f:
+        logged = {key for entry in json.load(f)["log_history"] for key in entry}
+    assert {"kgps/coverage", "kgps/delta_norm", "kgps/version_lag"} <= logged
+    assert (tmp_path / "out" / "model.safetensors").is_file()
