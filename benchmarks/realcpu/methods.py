@@ -15,7 +15,7 @@ know what no real selector can:
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
   one (`ChosenAhead`), as TRL's asynchronous trainer chooses prompts several versions ahead of the policy that
-  trains on them (what choosing from stale beliefs costs).
+  trains on them (what choosing from stale beliefs costs); `kgps_ahead1` is the default itself, bit for bit.
 
 The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
@@ -46,7 +46,7 @@ SUITE = (
     "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso", "dps",
     "oracle", "oracle@25", "oracle@100", "oracle_level",
 )  # fmt: skip
-# The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead.
+# The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES, *AHEAD)
 ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`

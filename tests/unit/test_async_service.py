@@ -1,0 +1,96 @@
+"""
+The asynchronous adapter's selection service without a trainer: the engine it serves, over the real connection the
+rollout worker uses. Groups arrive in any order; a batch reaches the selector when its last group does; a group
+counted twice is refused before anything changes; a restart hands out the pending batches first.
+"""
+
+import queue
+from multiprocessing.connection import Client
+
+import numpy as np
+import pytest
+
+from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps._async import SelectionService
+from trl_kgps._engine import SelectionEngine
+
+
+G, B = 4, 3
+
+
+def service(version=lambda: 0, num_prompts=12):
+    engine = SelectionEngine(KGPSSelector(num_prompts, KGPSConfig(), seed=0), B)
+    return SelectionService(engine, KGPSConfig(), queue.Queue(), version)
+
+
+def rewards(successes):
+    """`(G, 1)`: `successes` completions of `G` right."""
+    return np.array([[1.0]] * successes + [[0.0]] * (G - successes))
+
+
+def test_groups_in_any_order_reach_the_selector_as_their_batch_with_the_rewards_of_their_prompt():
+    versions = iter([5, 5, 5])
+    served = service(version=lambda: next(versions))
+    served._set_columns(["accuracy"])
+    reference = KGPSSelector(12, KGPSConfig(), seed=0)
+    batch_id, indices = served.choose()
+    np.testing.assert_array_equal(indices, reference.select(B))
+    s = {indices[0]: 1, indices[1]: 4, indices[2]: 0}
+    for position in (2, 0):  # out of order, the batch not yet complete: nothing observed
+        served.observe(batch_id, position, indices[position], 3, rewards(s[indices[position]]))
+        assert served.engine.rounds.batches_scored == 0 and served.metrics_queue.empty()
+    served.observe(batch_id, 1, indices[1], 4, rewards(s[indices[1]]))
+    assert served.engine.rounds.batches_scored == 1 and not served.engine.rounds.pending
+    reference.update(np.array(indices), np.array([s[i] for i in indices]), np.full(B, G))
+    np.testing.assert_array_equal(served.engine.selector.mean, reference.mean)
+    np.testing.assert_array_equal(served.engine.selector.variance, reference.variance)
+    metrics = served.metrics_queue.get_nowait()
+    assert metrics["kgps/version_lag"] == pytest.approx(5 - (3 + 3 + 4) / 3)
+    assert metrics["kgps/informative"] == pytest.approx(1 / 3)
+
+
+def test_a_group_counted_twice_or_never_handed_out_is_refused_before_anything_changes():
+    served = service()
+    served._set_columns(["accuracy"])
+    batch_id, indices = served.choose()
+    served.observe(batch_id, 0, indices[0], 0, rewards(2))
+    with pytest.raises(RuntimeError, match=f"dataset index {indices[0]} as position 0 of batch {batch_id}"):
+        served.observe(batch_id, 0, indices[0], 0, rewards(3))
+    with pytest.raises(RuntimeError, match="did not hand out or already counted"):
+        served.observe(batch_id, 1, indices[2], 0, rewards(3))  # not the prompt at that position
+    with pytest.raises(RuntimeError, match="batch 7"):
+        served.observe(7, 0, indices[0], 0, rewards(3))
+    assert served.in_flight[batch_id].rewards[0][:, 0].sum() == 2 and served.engine.rounds.batches_scored == 0
+
+
+def test_a_restart_hands_out_the_pending_batches_first_then_chooses():
+    served = service()
+    first, second = served.choose()[1], served.choose()[1]
+    served.restart()  # a resumed run's new worker: both batches are pending, none in flight
+    assert not served.in_flight
+    assert [served.choose()[1], served.choose()[1]] == [first, second]
+    third = served.choose()[1]
+    assert not set(third) & set(first + second) and served.engine.rounds.batches_chosen == 3
+
+
+def test_the_worker_talks_to_the_service_over_its_connection_and_learns_of_its_failure():
+    served = service()
+    address = served.listen()
+    try:
+        with Client(address, authkey=served.authkey) as worker:
+            worker.send(("columns", ["accuracy"]))
+            worker.send(("choose",))
+            batch_id, indices = worker.recv()
+            for position, index in enumerate(indices):
+                worker.send(("scored", batch_id, position, index, 0, rewards(position)))
+            worker.send(("choose",))
+            assert worker.recv()[0] == batch_id + 1
+            worker.send(("scored", batch_id, 0, indices[0], 0, rewards(1)))  # counted already: the service fails
+            worker.send(("choose",))
+            kind, message = worker.recv()
+        assert kind == "error" and "already counted" in message
+        assert served.engine.rounds.batches_scored == 1
+        with pytest.raises(RuntimeError, match="KGPS's selection engine failed"):
+            served.raise_error()
+    finally:
+        served.stop()
