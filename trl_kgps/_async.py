@@ -30,10 +30,10 @@ afresh from the restored state.
 """
 
 import logging
+import queue
 import secrets
 import threading
 from collections import deque
-from dataclasses import dataclass, field
 from multiprocessing.connection import Listener
 from typing import TYPE_CHECKING, Any
 
@@ -55,17 +55,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass
 class InFlight:
-    """A batch handed to the rollout loop, collecting its groups' rewards as they are scored."""
+    """
+    A batch handed to the rollout loop, collecting its groups as they are scored: `indices` `(B,)` int64, the prompts;
+    per position, `rewards` `(G, F)` float64 once scored (else `None`) and `versions`, the model version that
+    generated it.
+    """
 
-    indices: np.ndarray  # (B,) int64, the prompts
-    rewards: list[np.ndarray | None] = field(default_factory=list)  # per position: (G, F) float64, once scored
-    versions: list[int] = field(default_factory=list)  # per position: the model version that generated it
-
-    def __post_init__(self):
-        self.rewards = [None] * len(self.indices)
-        self.versions = [0] * len(self.indices)
+    def __init__(self, indices: np.ndarray):
+        self.indices = indices
+        self.rewards: list[np.ndarray | None] = [None] * len(indices)
+        self.versions = [0] * len(indices)
 
     @property
     def complete(self) -> bool:
@@ -205,8 +205,12 @@ class SelectionService:
             self.reissue = deque(p.indices for p in self.engine.rounds.pending)
 
     def log(self, metrics: dict[str, float]) -> None:
+        """Puts `metrics` on the worker's metrics queue; dropped when the queue is full, as the worker's own are."""
         if metrics:
-            self.metrics_queue.put_nowait({key: float(value) for key, value in metrics.items()})
+            try:
+                self.metrics_queue.put_nowait({key: float(value) for key, value in metrics.items()})
+            except queue.Full:
+                pass
 
 
 class AsyncBinding:
@@ -222,8 +226,8 @@ class AsyncBinding:
         dataset = trainer.train_dataset
         if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
             raise ValueError(
-                "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset (or an "
-                "environment that supplies the prompts) has none. Load the dataset without `streaming=True`."
+                "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
+                "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
             )
         self.callback = callback
         self.trainer = trainer

@@ -84,15 +84,15 @@ def _member(path: str) -> Any:
 
 
 def fingerprints() -> dict[str, str]:
-    """{member: the first 16 hex digits of the SHA-256 of its source} for the installed TRL's members that the adapter depends on."""
+    """{member: the first 16 hex digits of the SHA-256 of its source}, for the installed TRL's members that the adapter
+    depends on."""
     return {path: hashlib.sha256(inspect.getsource(_member(path)).encode()).hexdigest()[:16] for path in _MEMBERS}
 
 
 def is_async_trainer(trainer: Any) -> bool:
-    """Whether `trainer` is TRL's `AsyncGRPOTrainer` (or a subclass), without importing it when it is not loaded."""
+    """Whether `trainer` is one of TRL's `AsyncGRPOTrainer`s (or a subclass), of any release, without importing it."""
     return any(
-        cls.__name__ == "AsyncGRPOTrainer" and cls.__module__.startswith("trl.experimental.async_grpo")
-        for cls in type(trainer).__mro__
+        cls.__name__ == "AsyncGRPOTrainer" and cls.__module__.startswith("trl.") for cls in type(trainer).__mro__
     )
 
 

@@ -146,7 +146,8 @@ class Rounds:
                 f"{len(self.pending)} generation batches await their rewards, which leaves "
                 f"{self.num_prompts - exclude.size} of {self.num_prompts} prompts to choose {self.batch_size} from: "
                 "KGPS may select prompts whose last rewards it has not seen yet. Use a larger dataset, fewer "
-                "prompts per generation batch, or fewer dataloader workers (each prefetched batch awaits rewards).",
+                "prompts per generation batch, or fewer batches in flight: fewer dataloader workers (each prefetched "
+                "batch awaits rewards), or in AsyncGRPOTrainer a lower max_staleness or max_inflight_tasks.",
                 stacklevel=3,
             )
             self._warned_small_pool = True

@@ -77,6 +77,10 @@ class KGPSCallback(TrainerCallback):
     which adds a `## KGPS` section and the tags `kgps`, `trl-kgps`. Nothing else in the trainer changes. A callback
     belongs to one trainer: passing it to a second raises.
 
+    In TRL 1.16's `AsyncGRPOTrainer` (`trl.experimental.async_grpo`), the same callback makes the trainer's rollout
+    worker read the prompts KGPS chooses, on rank 0, and learn from every group it scores (`trl_kgps._async`); it
+    refuses any other TRL release, whose private rollout loop it was not checked on.
+
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; `KGPSConfig()` by default.
         selector (`str` or selector, *optional*): `"kgps"` (the default), or a baseline to compare with:

@@ -174,6 +174,10 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
     assert trainer.state.log_history[0]["ratio"] == pytest.approx(1.0, abs=1e-6)
     logged = {key for entry in trainer.state.log_history for key in entry}
     assert {"kgps/mae", "kgps/delta_norm", "kgps/process_noise", "kgps/version_lag", "kgps/coverage"} <= logged
+    # The model card gets its KGPS section, with this run's rounds.
+    trainer.create_model_card()
+    card = (Path(trainer.args.output_dir) / "README.md").read_text()
+    assert "## KGPS" in card and f"{kgps.rounds.batches_scored}" in card
 
 
 @supported
