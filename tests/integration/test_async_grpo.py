@@ -181,6 +181,23 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
 
 
 @supported
+def test_process_noise_comes_from_the_norm_between_the_versions_the_worker_is_sent(tmp_path):
+    """With a weight sync every 2 steps, one prediction per sync, from the norm between the weights of consecutive
+    versions: the oracle is the files the transfer stand-in wrote, one per version."""
+    from safetensors.torch import load_file
+
+    _, _, log, _, _ = train(tmp_path, max_steps=4, weight_sync_steps=2)
+    weights = [load_file(tmp_path / "run_weights" / f"v{v}.safetensors") for v in (1, 2, 3)]
+    oracle = [
+        sum(float(((new[name].double() - old[name].double()) ** 2).sum()) for name in new) ** 0.5
+        for old, new in zip(weights, weights[1:])
+    ]
+    predicted = [op[1] for op in log.ops if op[0] == "predict"]
+    np.testing.assert_allclose(predicted, oracle, rtol=1e-6)
+    assert min(oracle) > 0
+
+
+@supported
 @pytest.mark.parametrize("selector", SELECTORS)
 def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twice(tmp_path, selector):
     trainer, kgps, log, dataset, rewards = train(tmp_path, selector=selector, delay_seed=0, in_flight=4 * G)
