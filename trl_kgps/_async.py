@@ -97,28 +97,26 @@ class SelectionService:
         self.reissue: deque[np.ndarray] = deque()
         self.next_batch_id = 0
         self.error: BaseException | None = None
-        self._stopping = False
         self._thread: threading.Thread | None = None
 
     def listen(self) -> str:
         """Serves the next worker (one connection, until its process ends) on a daemon thread; returns the address it
         connects to with `authkey`."""
         self.stop()
-        self._stopping = False
         self.listener = Listener(authkey=self.authkey)
         self._thread = threading.Thread(target=self._serve, args=(self.listener,), name="kgps-selection", daemon=True)
         self._thread.start()
         return self.listener.address
 
     def stop(self) -> None:
-        """Stops serving, once the worker has stopped: its connection then ends, and the thread with it. A thread
-        still waiting for a worker that never connected is left waiting; it is a daemon."""
-        self._stopping = True
+        """Stops serving, once the worker has stopped: the thread reads what the worker sent before it ended, then
+        ends (waited for up to 10 s). A thread still waiting for a worker that never connected is left waiting; it is a
+        daemon."""
         if self.listener is not None:
             self.listener.close()
             self.listener = None
         if self._thread is not None:
-            self._thread.join(timeout=1)
+            self._thread.join(timeout=10)
             self._thread = None
 
     def raise_error(self) -> None:
@@ -147,7 +145,7 @@ class SelectionService:
                     pass
 
     def _serve_connection(self, connection) -> None:
-        while not self._stopping:
+        while True:  # until the worker's process ends: every group it reported is read, even after `stop()`
             message = connection.recv()
             if message[0] == "columns":
                 self._set_columns(message[1])
