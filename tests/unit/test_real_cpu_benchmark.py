@@ -114,6 +114,37 @@ def test_a_stale_oracle_measures_the_truth_only_every_refresh_batches():
     assert len(calls) == 3  # batches 0, 25 and 50
 
 
+def test_chosen_ahead_returns_each_batch_k_choices_after_it_was_made_never_one_queued():
+    from trl_kgps import KGPSSelector
+
+    def batches(selector, count, exclude_last):
+        out = []
+        for _ in range(count):
+            out.append(selector.select(4, exclude=out[-1] if exclude_last and out else None))
+        return out
+
+    # ahead 1 is the selector itself
+    np.testing.assert_array_equal(
+        batches(methods.ChosenAhead(KGPSSelector(40, seed=0), 1), 5, True), batches(KGPSSelector(40, seed=0), 5, True)
+    )
+    # ahead 3: the inner selector is asked 2 extra times up front; each batch returned is its oldest choice, and no
+    # choice takes a prompt of a batch queued or excluded (pending)
+    inner = KGPSSelector(40, seed=0)
+    asked = []
+    select = inner.select
+    inner.select = lambda batch_size, exclude=None: (
+        asked.append((select(batch_size, exclude), exclude)) or asked[-1][0]
+    )
+    ahead = methods.ChosenAhead(inner, 3)
+    returned = batches(ahead, 5, True)
+    assert len(asked) == 7 and [b.tolist() for b in returned] == [b.tolist() for b, _ in asked[:5]]
+    for i, (batch, exclude) in enumerate(asked):
+        assert not set(batch) & set(exclude if exclude is not None else ())
+        queued = {int(x) for b, _ in asked[max(0, i - 2) : i] for x in b}
+        assert queued <= set(exclude if exclude is not None else ())
+    assert ahead.predicted_success(np.arange(3)).shape == (3,)  # everything else is the selector's
+
+
 def test_build_names_every_suite_method():
     assert all(methods.known(m) for m in methods.SUITE + methods.OTHERS)
     assert methods.known("oracle_level@10") and methods.known("kgps_paper")
