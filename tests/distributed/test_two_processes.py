@@ -115,3 +115,28 @@ def test_two_ranks_resume_exactly(tmp_path, lag):
         batches = first["batches"] + resumed["batches"]
         assert batches[: len(straight["batches"])] == straight["batches"]
         assert resumed["mean"] == straight["mean"] and resumed["variance"] == straight["variance"]
+
+
+def test_async_grpo_on_two_ranks_rank_0_selects_and_both_measure_the_norm_between_versions(tmp_path):
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("trl.experimental.async_grpo")
+    from safetensors.torch import load_file
+
+    from trl_kgps import _async_trl
+
+    if __import__("trl").__version__ not in _async_trl.SUPPORTED:
+        pytest.skip("KGPS supports this TRL's AsyncGRPOTrainer only")
+    torchrun("async_two_ranks.py", str(tmp_path), cwd=tmp_path)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["steps"] == ranks[1]["steps"] == 4
+    # Both ranks measured every norm (a collective), the same, equal to the norm between the versions rank 0 sent.
+    weights = [load_file(tmp_path / "weights" / f"v{v}.safetensors") for v in range(1, 6)]
+    oracle = [
+        sum(float(((new[name].double() - old[name].double()) ** 2).sum()) for name in new) ** 0.5
+        for old, new in zip(weights, weights[1:])
+    ]
+    assert ranks[0]["norms"] == ranks[1]["norms"]
+    np.testing.assert_allclose(ranks[0]["norms"], oracle, rtol=1e-6)
+    # Rank 0 chose and learnt; its metrics reached the trainer's logs.
+    assert ranks[0]["batches_scored"] >= 4
+    assert {"kgps/mae", "kgps/delta_norm", "kgps/version_lag"} <= set(ranks[0]["logged"])
