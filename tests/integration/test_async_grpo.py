@@ -125,6 +125,8 @@ def replay(engine, ops):
 
 
 def train(tmp_path, *, selector="kgps", delay_seed=None, in_flight=G, resume=None, name="run", **args):
+    """A run of the real trainer with KGPS (`selector`) and `in_flight` completions generated at once; returns
+    `(trainer, callback, its EngineLog, dataset, the worker's reward log)`."""
     path, tokenizer, dataset = standins.setup(tmp_path)
     args = standins.config(tmp_path / name, **args)
     reward = standins.FirstWord(tmp_path / f"{name}_rewards.jsonl")
