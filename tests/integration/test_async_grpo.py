@@ -222,6 +222,18 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine(selector, dataset), log.ops)))
 
 
+@supported
+def test_groups_whose_samples_the_trainer_drops_as_stale_still_reach_the_selector(tmp_path):
+    """With `max_staleness=0` the trainer drops every sample of an older version; KGPS counts every group the worker
+    scored all the same: those fed to the selector and those of batches still in flight are all of them."""
+    trainer, kgps, log, _, rewards = train(tmp_path, delay_seed=0, in_flight=4 * G, max_staleness=0, max_steps=6)
+    dropped = sum(entry.get("sample/dropped_stale_total", 0) for entry in trainer.state.log_history)
+    assert dropped > 0
+    fed = sum(len(op[1]) for op in log.ops if op[0] == "score")
+    in_flight = sum(r is not None for batch in kgps._async.service.in_flight.values() for r in batch.rewards)
+    assert fed + in_flight == len(groups_scored_by_the_worker(rewards))
+
+
 def saved_state(directory, engine, dataset):
     selector_state, rounds_state = _state_file.read_run(
         os.path.join(directory, _state_file.STATE_FILE), engine.selector, B
