@@ -214,9 +214,8 @@ class SelectionService:
 class AsyncBinding:
     """
     What `KGPSCallback` does in an `AsyncGRPOTrainer`: wraps the trainer's `get_train_dataloader` (when the worker
-    exists: build the engine and its service, and hand the worker KGPS's loop), `_load_optimizer_and_scheduler`
-    (resume), `save_model` (the state beside every saved model) and `create_model_card`, and takes the update's norm
-    at each weight sync.
+    exists: build the engine and its service, and hand the worker KGPS's loop), binds resume, saves and the model card
+    as the synchronous callback does (`_trl.bind_saves`), and takes the update's norm at each weight sync.
     """
 
     def __init__(self, callback: "KGPSCallback", trainer: Any):
@@ -234,9 +233,12 @@ class AsyncBinding:
         self.delta: ParameterDelta | None = None
         self._prompts: dict[str, str] | None = None
         _trl.wrap(trainer, "get_train_dataloader", self._wrap_get_train_dataloader)
-        _trl.wrap(trainer, "_load_optimizer_and_scheduler", self._wrap_load)
-        _trl.wrap(trainer, "save_model", self._wrap_save_model)
-        _trl.wrap(trainer, "create_model_card", self._wrap_model_card)
+        _trl.bind_saves(
+            trainer,
+            resume_from=self._resume_from,
+            save_state=self._save_state,
+            add_to_model_card=self._add_to_model_card,
+        )
 
     @property
     def batch_size(self) -> int:
@@ -260,35 +262,31 @@ class AsyncBinding:
 
         return wrapped
 
-    def _wrap_load(self, original):
-        def wrapped(checkpoint_dir, *args, **kwargs):
-            original(checkpoint_dir, *args, **kwargs)
-            if checkpoint_dir is not None and self.service is not None:
-                with self.service.lock:
-                    checkpoint.resume(
-                        checkpoint_dir, self.callback.config, self.engine.selector, self.engine, self._prompts_digest
-                    )
-                self.service.restart()
+    def _resume_from(self, directory: str) -> None:
+        """Restores the state saved in `directory` (rank 0), or raises before changing anything; the new worker is
+        then handed the batches pending at the checkpoint first."""
+        if self.service is not None:
+            with self.service.lock:
+                checkpoint.resume(
+                    directory, self.callback.config, self.engine.selector, self.engine, self._prompts_digest
+                )
+            self.service.restart()
 
-        return wrapped
+    def _save_state(self, directory: str) -> None:
+        """Writes `directory/kgps_state.npz` (rank 0), the engine as it is between two of its operations."""
+        if self.service is not None and self.trainer.args.should_save:
+            with self.service.lock:
+                checkpoint.save(directory, self.engine.selector, self.engine, self._prompts_digest())
 
-    def _wrap_save_model(self, original):
-        def wrapped(output_dir=None, *args, **kwargs):
-            original(output_dir, *args, **kwargs)
-            if self.service is not None and self.trainer.args.should_save:
-                directory = self.trainer.args.output_dir if output_dir is None else output_dir
-                with self.service.lock:
-                    checkpoint.save(directory, self.engine.selector, self.engine, self._prompts_digest())
-
-        return wrapped
-
-    def _wrap_model_card(self, original):
-        def wrapped(*args, **kwargs):
-            original(*args, **kwargs)
-            if self.engine is not None and self.trainer.is_world_process_zero():
-                add_kgps_section(self.trainer, self.engine.selector, self.callback.config, self)
-
-        return wrapped
+    def _add_to_model_card(self) -> None:
+        if self.engine is not None and self.trainer.is_world_process_zero():
+            add_kgps_section(
+                self.trainer,
+                self.engine.selector,
+                self.callback.config,
+                self.engine.rounds,
+                self.trainer.train_dataset,
+            )
 
     def _build(self) -> None:
         """The engine and its service, once; then, for this `train()`, the worker reads from them."""
@@ -336,28 +334,6 @@ class AsyncBinding:
             delta_norm = self.delta.step()  # on every rank: the norm sums the shards
             if self.service is not None:
                 self.service.predict(delta_norm)
-
-    # What the model card and the difficulty table read ----------------------------------------------------------
-
-    @property
-    def rounds(self):
-        return self.engine.rounds
-
-    @property
-    def batches_chosen(self) -> int:
-        return self.engine.rounds.batches_chosen
-
-    @property
-    def warmup_batches(self) -> int:
-        return self.engine.rounds.warmup_batches
-
-    @property
-    def times_selected(self) -> np.ndarray:
-        return self.engine.rounds.times_selected
-
-    @property
-    def data_source(self) -> Any:
-        return self.trainer.train_dataset
 
     def _prompts_digest(self) -> dict[str, str] | None:
         if self._prompts is None:

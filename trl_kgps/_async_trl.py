@@ -231,10 +231,9 @@ def check_worker(worker: Any) -> None:
 
 def adopt(worker: Any, address: str, authkey: bytes) -> None:
     """
-    Makes TRL's `AsyncRolloutWorker` `worker` (not yet started) run its loop with `KGPSRolloutLoop` mixed in, which
+    Makes `worker` (not yet started; one `check_worker` accepted) run its loop with `KGPSRolloutLoop` mixed in, which
     connects to the engine's listener at `address` with `authkey`.
     """
-    check_worker(worker)
     base = worker._loop_cls
     if isinstance(base, functools.partial) and base.func is kgps_loop:  # adopted by an earlier train()
         base = base.args[0]

@@ -16,6 +16,7 @@ from .selectors import KGPSSelector
 
 
 if TYPE_CHECKING:
+    from ._engine import SelectionEngine
     from .sampler import KGPSRepeatSampler
     from .selectors.base import PromptSelector
 
@@ -26,9 +27,15 @@ RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", 
 
 
 def save(
-    directory: str, selector: "PromptSelector", sampler: "KGPSRepeatSampler", prompts: dict[str, str] | None
+    directory: str,
+    selector: "PromptSelector",
+    sampler: "KGPSRepeatSampler | SelectionEngine",
+    prompts: dict[str, str] | None,
 ) -> None:
-    """Writes `directory/kgps_state.npz`: the selector's and the sampler's states and the digest of the `prompts`."""
+    """
+    Writes `directory/kgps_state.npz`: the selector's and the sampler's states (the synchronous sampler's, or the
+    asynchronous adapter's engine, which has no epoch) and the digest of the `prompts`.
+    """
     state_file.write(directory, selector, sampler.state_dict(), prompts)
 
 
@@ -36,7 +43,7 @@ def resume(
     directory: str,
     config: KGPSConfig,
     selector: "PromptSelector",
-    sampler: "KGPSRepeatSampler",
+    sampler: "KGPSRepeatSampler | SelectionEngine",
     prompts: Callable[[], dict[str, str] | None],
 ) -> None:
     """

@@ -141,25 +141,23 @@ def card_section(
     return "\n".join(lines) + "\n"
 
 
-def add_kgps_section(trainer: Any, selector: PromptSelector, config: KGPSConfig, sampler: Any) -> None:
+def add_kgps_section(trainer: Any, selector: PromptSelector, config: KGPSConfig, rounds: Any, dataset: Any) -> None:
     """
     Adds the `## KGPS` section and tags to the README.md that `trainer.create_model_card` wrote into its output
-    folder: the run's configuration and rounds from `selector`, `config` and `sampler` (a `KGPSRepeatSampler`), and
-    its last `kgps/*` metrics from `trainer.state.log_history`.
+    folder: the run's configuration and rounds from `selector`, `config` and `rounds` (the engine's `Rounds`), its
+    last `kgps/*` metrics from `trainer.state.log_history`, and a quick start prompt from the train `dataset`.
     """
     section = card_section(
         selector,
         config,
-        batches_chosen=sampler.batches_chosen,
-        batches_scored=sampler.rounds.batches_scored,
-        warmup_batches=sampler.warmup_batches,
-        observed=sampler.rounds.observed_count,
+        batches_chosen=rounds.batches_chosen,
+        batches_scored=rounds.batches_scored,
+        warmup_batches=rounds.warmup_batches,
+        observed=rounds.observed_count,
         metrics=last_metrics(trainer.state.log_history),
         location=trainer.hub_model_id or trainer.args.output_dir,
     )
-    add_to_card(
-        str(Path(trainer.args.output_dir) / "README.md"), section, _plain_text_prompt(trainer, sampler.data_source)
-    )
+    add_to_card(str(Path(trainer.args.output_dir) / "README.md"), section, _plain_text_prompt(trainer, dataset))
 
 
 def _plain_text_prompt(trainer: Any, dataset: Any) -> tuple[str, int] | None:

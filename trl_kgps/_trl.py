@@ -142,6 +142,24 @@ def bind(
 
         return wrapped
 
+    wrap(trainer, "get_train_dataloader", get_train_dataloader)
+    wrap(trainer, "_calculate_rewards", calculate_rewards)
+    bind_saves(trainer, resume_from=resume_from, save_state=save_state, add_to_model_card=add_to_model_card)
+
+
+def bind_saves(
+    trainer: Trainer,
+    *,
+    resume_from: Callable[[str], None],
+    save_state: Callable[[str], None],
+    add_to_model_card: Callable[[], None],
+) -> None:
+    """
+    Wraps the three members of the table above through which KGPS's state travels with the model, on `trainer` (this
+    instance; TRL's asynchronous trainer too): resuming from a checkpoint folder also calls `resume_from(folder)`;
+    every save also calls `save_state(folder)`; and writing its model card also calls `add_to_model_card()`.
+    """
+
     def load_optimizer_and_scheduler(original):
         def wrapped(checkpoint_dir, *args, **kwargs):
             original(checkpoint_dir, *args, **kwargs)
@@ -166,8 +184,6 @@ def bind(
 
         return wrapped
 
-    wrap(trainer, "get_train_dataloader", get_train_dataloader)
-    wrap(trainer, "_calculate_rewards", calculate_rewards)
     wrap(trainer, "_load_optimizer_and_scheduler", load_optimizer_and_scheduler)
     wrap(trainer, "save_model", save_model)
     wrap(trainer, "create_model_card", create_model_card)

@@ -367,20 +367,19 @@ class KGPSCallback(TrainerCallback):
         for a run that shares by categorical `feature_columns`, also `group`, `group_predicted_success` and
         `own_logit`. A saved run's is `trl_kgps.difficulty_table(output_dir_or_repo_id)`.
         """
-        source = self._async if self._async is not None else self.sampler
         if self.engine is None:
             raise RuntimeError(
                 "KGPSCallback has no difficulty table before the trainer builds its data loader: call it after "
                 "`trainer.train()`."
             )
-        dataset = source.data_source
+        dataset = self.trainer.train_dataset if self._async is not None else self.sampler.data_source
         prompts = dataset["prompt"] if "prompt" in getattr(dataset, "column_names", ()) else None
-        return difficulty_dataset(self.selector, source.times_selected, prompts)
+        return difficulty_dataset(self.selector, self.rounds.times_selected, prompts)
 
     def _add_to_model_card(self) -> None:
         """Adds the `## KGPS` section and tags to the README.md that `create_model_card` wrote (main process)."""
         if self.sampler is not None and self.trainer.is_world_process_zero():
-            add_kgps_section(self.trainer, self.selector, self.config, self.sampler)
+            add_kgps_section(self.trainer, self.selector, self.config, self.rounds, self.sampler.data_source)
 
     def _log(self, metrics: dict[str, float]) -> None:
         self._metrics_log.add(metrics)

@@ -28,7 +28,8 @@ class KGPSRepeatSampler(Sampler[int]):
     The sampler owns the layout and the epoch; `engine` (a `trl_kgps._engine.SelectionEngine`, the same as the
     asynchronous trainer's) owns the choice and its bookkeeping, `rounds`: every batch yielded stays pending until
     the trainer has scored it (`rounds.score`), and pending prompts are not selected again, since the data loader asks
-    for the next batch before the current one is scored (the lag). Every rank builds the same sampler and, fed the same observations, yields the same indices.
+    for the next batch before the current one is scored (the lag). Every rank builds the same sampler and, fed the
+    same observations, yields the same indices.
 
     Args:
         data_source (`Sized`): the dataset.

@@ -114,14 +114,13 @@ class StandInLoop(_AsyncRolloutLoop):
 
     def _policy(self):
         if self.policy_version != self.model_version:
-            from safetensors.torch import load_file
             from transformers import AutoModelForCausalLM
 
             if self.policy is None:
                 self.policy = AutoModelForCausalLM.from_pretrained(self.model_name).eval()
             path = os.path.join(self.weights_dir, f"v{self.model_version}.safetensors")
             if os.path.exists(path):
-                self.policy.load_state_dict(load_file(path), strict=False)
+                tiny.load_weights(self.policy, path)
             self.policy_version = self.model_version
         return self.policy
 
@@ -198,27 +197,12 @@ def setup(directory, num_prompts=24):
 
 
 def config(output_dir, **overrides):
-    """An `AsyncGRPOConfig` for a few CPU steps: 2 groups of 4 a step, no token budget (no vLLM to ask for one)."""
+    """The tests' `GRPOConfig` settings (`tiny.grpo_config`) as an `AsyncGRPOConfig`, for 4 steps of 2 groups of 4, 3
+    tokens a completion, no token budget (no vLLM server to ask for one) and no gradient checkpointing."""
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    arguments = dict(
-        output_dir=str(output_dir),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        max_steps=4,
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=3,
-        token_budget=0,
-        learning_rate=1e-2,
-        logging_steps=1,
-        save_strategy="no",
-        disable_tqdm=True,
-        gradient_checkpointing=False,
-        seed=0,
-    )
-    return AsyncGRPOConfig(**{**arguments, **overrides})
+    arguments = dict(max_steps=4, max_completion_length=3, token_budget=0, gradient_checkpointing=False)
+    return tiny.grpo_config(output_dir, AsyncGRPOConfig, **{**arguments, **overrides})
 
 
 def worker(model_path, tokenizer, dataset, reward, args, weights_dir, *, max_inflight_tasks, delay_seed=None):

@@ -234,7 +234,7 @@ def test_groups_whose_samples_the_trainer_drops_as_stale_still_reach_the_selecto
     assert fed + in_flight == len(groups_scored_by_the_worker(rewards))
 
 
-def saved_state(directory, engine, dataset):
+def saved_state(directory, engine):
     selector_state, rounds_state = _state_file.read_run(
         os.path.join(directory, _state_file.STATE_FILE), engine.selector, B
     )
@@ -249,7 +249,7 @@ def test_resume_restores_the_state_saved_and_hands_out_its_pending_batches_first
     checkpoint = tmp_path / "run" / "checkpoint-2"
     _, resumed, resumed_log, _, _ = train(tmp_path, selector=selector, resume=str(checkpoint), name="resumed", **save)
 
-    saved = saved_state(checkpoint, resumed.engine, dataset)
+    saved = saved_state(checkpoint, resumed.engine)
     # The file holds the uninterrupted run's engine exactly as it was after some prefix of its operations.
     engine = fresh_engine(selector, dataset)
     states = [copy.deepcopy(snapshot(engine))]
