@@ -18,8 +18,8 @@ import time
 import numpy as np
 from realcpu.environment import environment
 
-from trl_kgps.simulator import LEVEL, SCENARIOS, simulate
-from trl_kgps.variants import VARIANTS
+from trl_kgps.demo.simulator import LEVEL, SCENARIOS, simulate
+from trl_kgps.demo.variants import VARIANTS
 
 
 BASELINES = ("uniform", "mopps", "greso")

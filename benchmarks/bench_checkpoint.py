@@ -3,7 +3,7 @@ Time and size of the KGPS state file (`kgps_state.npz`) for large prompt pools: 
 flags, the selection counts and the sampler's batches written atomically and read back, as `KGPSCallback` does beside
 every saved model.
 
-Then the digest of the train dataset's prompts that a checkpoint records (`_prompts_digest`, computed once per run),
+Then the digest of the train dataset's prompts that a checkpoint records (`trl_kgps.engine.prompts_digest`, computed once per run),
 against reading the `prompt` column alone (`dataset["prompt"]` as a list), for text prompts and for conversations.
 
 Run: `python benchmarks/bench_checkpoint.py`.
@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from trl_kgps import KGPSSelector
-from trl_kgps import _state_file as state_file
-from trl_kgps._prompts_digest import prompts_digest
+from trl_kgps.engine import state_file as state_file
+from trl_kgps.engine.prompts_digest import prompts_digest
 
 
 def main():

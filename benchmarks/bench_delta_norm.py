@@ -17,7 +17,7 @@ import time
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from trl_kgps._distributed import ParameterDelta
+from trl_kgps.adapters.distributed import ParameterDelta
 
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}

@@ -27,7 +27,7 @@ import transformers
 from realcpu.environment import environment
 
 from trl_kgps import KGPSCallback
-from trl_kgps._distributed import ParameterDelta
+from trl_kgps.adapters.distributed import ParameterDelta
 from trl_kgps.tasks.tiny import WORDS, grpo_config, word_model, word_prompts, word_tokenizer
 
 
@@ -102,7 +102,7 @@ def grpo_run(callback, steps: int, build=word_model, **overrides) -> tuple[list[
         "parameters": [p for p in trainer.model.parameters() if p.requires_grad],
     }
     if callback is not None:
-        seen["snapshots"] = callback._delta.snapshots
+        seen["snapshots"] = callback.binding.delta.snapshots
     return times, total, seen
 
 

@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from realcpu.environment import environment  # noqa: E402
 
-from trl_kgps._metrics import spearman  # noqa: E402
-from trl_kgps.simulator import SCENARIOS, simulate  # noqa: E402
+from trl_kgps.demo.simulator import SCENARIOS, simulate  # noqa: E402
+from trl_kgps.engine.metrics import spearman  # noqa: E402
 
 
 FITTED = ("level_transfer", "ceiling", "forgetting", "repeat_forgetting", "trained_drift", "prompt_noise")

@@ -20,7 +20,7 @@ import math
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from trl_kgps._distributed import ParameterDelta
+from trl_kgps.adapters.distributed import ParameterDelta
 
 
 GPUS = 8

@@ -2,7 +2,6 @@
 
 from typing import TYPE_CHECKING
 
-from ._plots import plot_rollouts
 from .config import KGPSConfig
 from .hub import difficulty_table, load_selector
 from .selectors import KGPSSelector
@@ -10,6 +9,7 @@ from .selectors import KGPSSelector
 
 if TYPE_CHECKING:
     from .callback import KGPSCallback
+    from .demo.plots import plot_rollouts
     from .sampler import KGPSRepeatSampler
     from .script_args import KGPSScriptArguments
 
@@ -27,8 +27,13 @@ __all__ = [
     "plot_rollouts",
 ]
 
-# The estimator is numpy only; the TRL integration imports torch and transformers on first use.
-_LAZY = {"KGPSCallback": ".callback", "KGPSRepeatSampler": ".sampler", "KGPSScriptArguments": ".script_args"}
+# The estimator is numpy only; the TRL integration imports torch and transformers on first use, the plots matplotlib.
+_LAZY = {
+    "KGPSCallback": ".callback",
+    "KGPSRepeatSampler": ".sampler",
+    "KGPSScriptArguments": ".script_args",
+    "plot_rollouts": ".demo.plots",
+}
 
 
 def __getattr__(name: str):

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _state_file
-from ._report import difficulty_dataset
+from .adapters.report import difficulty_dataset
+from .engine import state_file as _state_file
+from .engine.protocol import PromptSelector
 from .selectors import SELECTORS, class_named
-from .selectors.base import PromptSelector
 
 
 if TYPE_CHECKING:

@@ -5,10 +5,10 @@ from collections.abc import Iterator, Sized
 import numpy as np
 from torch.utils.data import Sampler
 
-from ._engine import SelectionEngine
-from ._rounds import Rounds, check_batches
+from .engine.engine import SelectionEngine
+from .engine.protocol import PromptSelector
+from .engine.rounds import Rounds, check_batches
 from .selectors import KGPSSelector
-from .selectors.base import PromptSelector
 
 
 class KGPSRepeatSampler(Sampler[int]):
@@ -25,9 +25,9 @@ class KGPSRepeatSampler(Sampler[int]):
     - afterwards, `selector.select(batch_size, exclude=pending)`, decided only when the data loader asks for the
       batch's first index, so that it uses every observation that exists at that moment.
 
-    The sampler owns the layout and the epoch; `engine` (a `trl_kgps._engine.SelectionEngine`, the same as the
+    The sampler owns the layout and the epoch; `engine` (a `trl_kgps.engine.engine.SelectionEngine`, the same as the
     asynchronous trainer's) owns the choice and its bookkeeping, `rounds`: every batch yielded stays pending until
-    the trainer has scored it (`rounds.score`), and pending prompts are not selected again, since the data loader asks
+    the trainer has scored it (`rounds.observe`), and pending prompts are not selected again, since the data loader asks
     for the next batch before the current one is scored (the lag). Every rank builds the same sampler and, fed the
     same observations, yields the same indices.
 

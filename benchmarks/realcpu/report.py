@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from .environment import describe
-from .methods import BASELINE
+from benchmarks.realcpu.environment import describe
+from benchmarks.realcpu.methods import BASELINE
 
 
 def curves(outcome: dict) -> dict:
@@ -265,7 +265,7 @@ def markdown(results: dict) -> str:
 
 def plot(results: dict, path: str) -> None:
     """Held-out accuracy against rollouts, mean over seeds, one panel per regime."""
-    from trl_kgps._plots import pyplot
+    from trl_kgps.demo.plots import pyplot
 
     plt = pyplot()
     if plt is None:

@@ -13,8 +13,8 @@ from multiprocessing import get_context
 import numpy as np
 from transformers import TrainerCallback
 
-from . import methods
-from . import setting as settings
+from benchmarks.realcpu import methods
+from benchmarks.realcpu import setting as settings
 
 
 class Snapshots(TrainerCallback):
@@ -145,7 +145,7 @@ def _init_worker(threads: int) -> None:
 
 def run_task(task: tuple) -> tuple:
     """One `(regime name, method, seed)` in a worker: `(task, curves)` (see `report.curves`)."""
-    from .report import curves
+    from benchmarks.realcpu.report import curves
 
     regime, method, seed = task
     if regime not in _SETTINGS:

@@ -270,10 +270,9 @@ def make_warm_start(seed: int = 0, path: str | None = None) -> dict:
     module docstring): the committed file is the one every run loads.
     """
 
+    from benchmarks.realcpu.environment import environment
     from trl_kgps.tasks import sharpening, tiny
     from trl_kgps.tasks.evaluation import answer_probabilities
-
-    from .environment import environment
 
     path = path or warm_start_path(seed)
     tokenizer = tiny.build_tokenizer()

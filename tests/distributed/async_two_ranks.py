@@ -29,7 +29,7 @@ class NormSpy(TrainerCallback):
         self.kgps, self.norms = kgps, []
 
     def on_train_begin(self, args, state, control, **kwargs):
-        delta = self.kgps._async.delta
+        delta = self.kgps.binding.delta
         step = delta.step
 
         def spy():

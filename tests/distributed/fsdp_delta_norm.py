@@ -13,7 +13,7 @@ from teardown import finish
 from torch.distributed.tensor import DTensor, Replicate
 from transformers import AutoModelForCausalLM, DistributedConfig
 
-from trl_kgps._distributed import ParameterDelta, check_ranks_agree
+from trl_kgps.adapters.distributed import ParameterDelta, check_ranks_agree
 
 
 def update_for(i, shape):

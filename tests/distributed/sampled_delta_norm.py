@@ -18,7 +18,7 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 from transformers import AutoModelForCausalLM, DistributedConfig, Qwen2Config, Qwen2ForCausalLM
 
-from trl_kgps._distributed import ParameterDelta
+from trl_kgps.adapters.distributed import ParameterDelta
 
 
 def full_copy(parameters):

@@ -122,7 +122,7 @@ def test_async_grpo_on_two_ranks_rank_0_selects_and_both_measure_the_norm_betwee
     pytest.importorskip("trl.experimental.async_grpo")
     from safetensors.torch import load_file
 
-    from trl_kgps import _async_trl
+    from trl_kgps.adapters import async_trl_private as _async_trl
 
     if __import__("trl").__version__ not in _async_trl.SUPPORTED:
         pytest.skip("KGPS supports this TRL's AsyncGRPOTrainer only")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from trl_kgps.cli import main
+from trl_kgps.demo.cli import main
 
 
 ROOT = Path(__file__).parents[2]
@@ -78,7 +78,7 @@ def test_the_demo_prints_what_the_readme_shows(selector, block, tmp_path, capsys
     args = ["train", "--selector", selector, "--output_dir", str(output_dir), "--disable_tqdm", "true"]
     if torch.cuda.is_available():  # the README's figures were printed on a CPU: run where they were
         printed = subprocess.run(
-            [sys.executable, "-m", "trl_kgps.cli", *args],
+            [sys.executable, "-m", "trl_kgps.demo.cli", *args],
             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
             capture_output=True,
             text=True,

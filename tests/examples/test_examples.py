@@ -9,7 +9,7 @@ import json
 import pytest
 from trl.import_utils import is_vllm_available
 
-from trl_kgps import _state_file as state_file
+from trl_kgps.engine import state_file as state_file
 from trl_kgps.script_args import KGPSScriptArguments
 
 

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from trl_kgps._distributed import ParameterDelta
+from trl_kgps.adapters.distributed import ParameterDelta
 
 
 def main(out):

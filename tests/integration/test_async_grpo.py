@@ -25,9 +25,11 @@ async_grpo = pytest.importorskip("trl.experimental.async_grpo")
 import async_standins as standins  # noqa: E402 - needs TRL's asynchronous trainer
 from transformers import TrainerCallback  # noqa: E402
 
-from trl_kgps import KGPSCallback, KGPSConfig, _async_trl, _state_file  # noqa: E402
-from trl_kgps._engine import SelectionEngine  # noqa: E402
-from trl_kgps._features import selector_for  # noqa: E402
+from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
+from trl_kgps.adapters import async_trl_private as _async_trl  # noqa: E402
+from trl_kgps.engine import state_file as _state_file  # noqa: E402
+from trl_kgps.engine.engine import SelectionEngine  # noqa: E402
+from trl_kgps.selectors.features import selector_for  # noqa: E402
 
 
 pytestmark = pytest.mark.slow
@@ -57,7 +59,7 @@ class EngineLog(TrainerCallback):
         self.ops, self.handed, self.loaded = [], [], None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        engine, service = self.kgps.engine, self.kgps._async.service
+        engine, service = self.kgps.engine, self.kgps.binding.service
         self.loaded = snapshot(engine)
         choose, score, predict, hand = engine.choose, engine.score, engine.predict, service.choose
 
@@ -118,7 +120,7 @@ def replay(engine, ops):
         if op[0] == "choose":
             np.testing.assert_array_equal(engine.choose(), op[1])
         elif op[0] == "score":
-            engine.score(op[1], op[2], op[3], in_order=False)
+            engine.observe(op[1], op[2], op[3], in_order=False)
         else:
             engine.predict(op[1])
     return engine
@@ -169,7 +171,7 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
     scored = collections.Counter(groups_scored_by_the_worker(rewards))
     assert fed and not fed - scored
     # The groups scored and not fed are those of the batches still in flight when training ended.
-    in_flight = kgps._async.service.in_flight.values()
+    in_flight = kgps.binding.service.in_flight.values()
     assert sum((scored - fed).values()) == sum(r is not None for batch in in_flight for r in batch.rewards)
     assert all((op[3] == G).all() for op in log.ops if op[0] == "score")
     # One norm a weight sync (every step), widening beliefs once the warmup (none) is over.
@@ -216,9 +218,9 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     assert len(fed) == len(set(fed)) == rounds.batches_scored > 0  # each batch fed once (pending ones are distinct)
     assert collections.Counter(fed) <= collections.Counter(tuple(batch) for batch in chosen)
     assert rounds.batches_chosen == len(chosen) and rounds.times_selected.sum() == len(chosen) * B
-    assert len(rounds.pending) == len(chosen) - len(fed) == len(kgps._async.service.in_flight)
+    assert len(rounds.pending) == len(chosen) - len(fed) == len(kgps.binding.service.in_flight)
     assert kgps.rollouts == len(fed) * B * G
-    assert kgps._async.service.error is None
+    assert kgps.binding.service.error is None
     assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine(selector, dataset), log.ops)))
 
 
@@ -230,7 +232,7 @@ def test_groups_whose_samples_the_trainer_drops_as_stale_still_reach_the_selecto
     dropped = sum(entry.get("sample/dropped_stale_total", 0) for entry in trainer.state.log_history)
     assert dropped > 0
     fed = sum(len(op[1]) for op in log.ops if op[0] == "score")
-    in_flight = sum(r is not None for batch in kgps._async.service.in_flight.values() for r in batch.rewards)
+    in_flight = sum(r is not None for batch in kgps.binding.service.in_flight.values() for r in batch.rewards)
     assert fed + in_flight == len(groups_scored_by_the_worker(rewards))
 
 

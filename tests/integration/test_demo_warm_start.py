@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trl_kgps.train import (
+from trl_kgps.demo.train import (
     DEMO_WARM_START,
     DEMO_WARM_START_RECIPE,
     TrainScriptArguments,

@@ -8,7 +8,7 @@ import pytest
 from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
 
 from trl_kgps import KGPSCallback, KGPSConfig
-from trl_kgps.variants import VARIANTS
+from trl_kgps.demo.variants import VARIANTS
 
 
 trl = pytest.importorskip("trl")

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table
-from trl_kgps.cli import main
-from trl_kgps.train import REFUSED_FLAGS, accuracy_reward
+from trl_kgps.demo.cli import main
+from trl_kgps.demo.train import REFUSED_FLAGS, accuracy_reward
 
 
 FEW_STEPS = [
@@ -99,7 +99,7 @@ def test_train_refuses_bad_flags_in_one_line_before_the_warm_start(tmp_path, cap
 
 def test_train_help_lists_trl_kgps_and_script_flags():
     result = subprocess.run(
-        [sys.executable, "-m", "trl_kgps.cli", "train", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "trl_kgps.demo.cli", "train", "--help"], capture_output=True, text=True, check=True
     )
     for flag in ("--max_steps", "--model_name_or_path", "--dataset_name", "--gamma", "--selector", "--num_prompts"):
         assert flag in result.stdout

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps._async import SelectionService
-from trl_kgps._engine import SelectionEngine
+from trl_kgps.adapters.async_grpo import SelectionService
+from trl_kgps.engine.engine import SelectionEngine
 
 
 G, B = 4, 3

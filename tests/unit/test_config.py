@@ -130,7 +130,7 @@ def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
 
 
 def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
-    from trl_kgps.variants import VARIANTS, variant_config
+    from trl_kgps.demo.variants import VARIANTS, variant_config
 
     assert variant_config("kgps") is VARIANTS["kgps"]
     by_level = variant_config("kgps+wide_shared:level")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from trl_kgps._distributed import ParameterDelta, _local_shard
+from trl_kgps.adapters.distributed import ParameterDelta, _local_shard
 
 
 def step_and_norm(parameters, delta, update):
@@ -92,7 +92,7 @@ def test_the_accelerator_path_gives_the_cpu_path_s_norm(monkeypatch, dtype, samp
     # same norms over three steps (its reference copies refreshed), with tensors split and chunked (a small chunk) and
     # one above the CPU's block size. Differences stay exact for bf16/fp16 values: steps below their resolution at
     # the weights' scale are rounded away alike, and the realized changes are what both measure.
-    import trl_kgps._distributed as distributed
+    import trl_kgps.adapters.distributed as distributed
 
     torch.manual_seed(0)
     shapes = [(distributed._BLOCK + 5,), (300, 64), (16,), (7,), (128, 64)]

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from trl_kgps._distributed import _BLOCK, ParameterDelta
+from trl_kgps.adapters.distributed import _BLOCK, ParameterDelta
 
 
 def parameters_with_small_tensors(dtype=torch.float32):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from trl_kgps._metrics import spearman
-from trl_kgps._outcomes import SuccessRule
+from trl_kgps.engine.metrics import spearman
+from trl_kgps.engine.outcomes import SuccessRule
 
 
 NAN = np.nan
@@ -88,7 +88,7 @@ def test_an_infinite_reward_is_named_as_a_fault_of_its_reward_function(bad):
 
 
 def test_a_threshold_no_reward_reaches_warns_once_after_a_few_batches(caplog):
-    from trl_kgps._outcomes import BATCHES_BEFORE_NO_SUCCESS_WARNING
+    from trl_kgps.engine.outcomes import BATCHES_BEFORE_NO_SUCCESS_WARNING
 
     rule = SuccessRule(["accuracy"], [1.0], None, 50.0)  # 0/1 rewards, a threshold none reaches
     with caplog.at_level(logging.WARNING):
@@ -101,7 +101,7 @@ def test_a_threshold_no_reward_reaches_warns_once_after_a_few_batches(caplog):
 
 
 def test_a_threshold_reached_once_is_never_warned_about(caplog):
-    from trl_kgps._outcomes import BATCHES_BEFORE_NO_SUCCESS_WARNING
+    from trl_kgps.engine.outcomes import BATCHES_BEFORE_NO_SUCCESS_WARNING
 
     rule = SuccessRule(["accuracy"], [1.0], None, 1.0)
     with caplog.at_level(logging.WARNING):

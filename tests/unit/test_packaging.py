@@ -49,8 +49,7 @@ def test_training_and_resuming_import_no_demo_or_benchmark_code():
     code = (
         "import sys, trl_kgps; from trl_kgps import KGPSCallback, KGPSConfig, difficulty_table; "
         "KGPSCallback(KGPSConfig.per_prompt()); "
-        "print(sorted(m for m in sys.modules if m.startswith(('trl_kgps.tasks', 'trl_kgps.simulator', "
-        "'trl_kgps.variants', 'trl_kgps.train', 'trl_kgps.cli'))))"
+        "print(sorted(m for m in sys.modules if m.startswith(('trl_kgps.tasks', 'trl_kgps.demo', 'trl_kgps.simulator'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -109,8 +108,9 @@ def test_the_readmes_first_commands_install_the_cpu_torch_only_where_no_torch_is
 
 def _module_imports() -> dict[str, set[str]]:
     """
-    Each `trl_kgps` module's module-level imports of other `trl_kgps` modules (`TYPE_CHECKING` blocks aside), with
-    the subpackages whose `__init__` an import runs; the root package's is left out, since every module runs it first.
+    Each `trl_kgps` module's imports of other `trl_kgps` modules, wherever they are written (inside functions and
+    `TYPE_CHECKING` blocks too), with the subpackages whose `__init__` an import runs; the root package's is left out,
+    since every module runs it first.
     """
     import ast
 
@@ -123,13 +123,15 @@ def _module_imports() -> dict[str, set[str]]:
     for name, path in paths.items():
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets = set()
-        for node in ast.parse(path.read_text()).body:
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 base = here.rsplit(".", node.level - 1)[0] if node.level else ""
                 module = ".".join(part for part in (base, node.module) if part)
                 targets |= {f"{module}.{alias.name}" for alias in node.names} | {module}
             elif isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Dict) and name == "trl_kgps":  # the root's lazy `_LAZY` table
+                targets |= {f"trl_kgps{v.value}" for v in node.values if isinstance(v, ast.Constant)}
         graph[name] = set()
         for target in targets & paths.keys() - {name}:
             parts = target.split(".")
@@ -139,6 +141,40 @@ def _module_imports() -> dict[str, set[str]]:
                 - {p for p in paths if name.startswith(p + ".")}
             )
     return graph
+
+
+# The package's parts, lowest first: a module may import its own part and the parts below it, never one above.
+LAYERS = [
+    {"config"},
+    {"engine"},
+    {"selectors"},
+    {"sampler"},
+    {"adapters"},
+    {"callback", "hub", "script_args"},
+    {"tasks", "demo", "simulator"},
+]
+
+
+def _layer(module: str) -> int:
+    part = module.split(".")[1]
+    return next(i for i, layer in enumerate(LAYERS) if part in layer)
+
+
+def test_every_module_sits_in_a_part_and_imports_point_down():
+    graph = _module_imports()
+    assert "trl_kgps.engine.rounds" in graph["trl_kgps.sampler"]  # the graph sees relative imports
+    assert "trl_kgps.demo.plots" in graph["trl_kgps"]  # and the root's lazy ones
+    upward = [
+        f"{module} -> {target}"
+        for module in graph
+        if module != "trl_kgps"
+        for target in graph[module]
+        if _layer(target) > _layer(module)
+    ]
+    assert upward == []
+    package = Path(trl_kgps.__file__).parent
+    faces = sorted(path.name for path in package.glob("*.py"))
+    assert len(faces) <= 8, faces  # everything else sits in a folder named for its part
 
 
 def test_the_package_imports_without_a_cycle():
@@ -154,6 +190,5 @@ def test_the_package_imports_without_a_cycle():
         path.pop()
         done.add(module)
 
-    assert "trl_kgps._rounds" in graph["trl_kgps.callback"]  # the graph sees relative imports
     for module in sorted(graph):
         visit(module)

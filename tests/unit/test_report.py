@@ -3,8 +3,8 @@
 import pytest
 
 from trl_kgps import plot_rollouts
-from trl_kgps._report import _plain_text_quick_start, _rounds_line
-from trl_kgps.train import _format
+from trl_kgps.adapters.report import _plain_text_quick_start, _rounds_line
+from trl_kgps.demo.train import _format
 
 
 def test_the_rounds_line_explains_the_batch_chosen_ahead_and_the_warmup():

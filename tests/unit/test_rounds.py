@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps._rounds import Rounds
+from trl_kgps.engine.rounds import Rounds
 
 
 def rounds(num_prompts=12, batch_size=3, warmup_batches=0, config=None, seed=0):
@@ -20,7 +20,7 @@ def test_the_warmup_is_a_seeded_permutation_per_epoch_then_the_selector_excludes
     np.testing.assert_array_equal(np.concatenate(warmup[:2]), first[:6])
     assert all(p.select_seconds is None for p in r.pending) and [p.lag for p in r.pending] == [0, 1, 2, 3]
     for batch in warmup:
-        r.score(batch, [1, 1, 1], [2, 2, 2])
+        r.observe(batch, [1, 1, 1], [2, 2, 2])
     a = r.choose()
     b = r.choose()  # chosen while `a` is pending
     assert not set(a.tolist()) & set(b.tolist())
@@ -33,11 +33,11 @@ def test_a_score_during_the_warmup_initialises_first_observations_and_updates_th
     batches = [r.choose() for _ in range(3)]
     outcomes = ([0, 1, 2], [2, 1, 0], [1, 1, 2])
     for batch, s in zip(batches[:2], outcomes):
-        r.score(batch, s, [2, 2, 2])
+        r.observe(batch, s, [2, 2, 2])
         reference.initialize(batch, s, [2, 2, 2])
         assert r.predict(0.5) is False, "no process noise during the warmup"
     np.testing.assert_array_equal(r.selector.mean, reference.mean)
-    r.score(batches[2], outcomes[2], [2, 2, 2])  # every prompt observed before: updates
+    r.observe(batches[2], outcomes[2], [2, 2, 2])  # every prompt observed before: updates
     reference.update(batches[2], outcomes[2], [2, 2, 2])
     np.testing.assert_allclose(r.selector.mean, reference.mean)
     np.testing.assert_allclose(r.selector.variance, reference.variance)
@@ -47,14 +47,14 @@ def test_a_score_during_the_warmup_initialises_first_observations_and_updates_th
 def test_scores_attribute_outcomes_by_index_whatever_the_order_of_pending_batches():
     r = rounds()
     a, b, c = r.choose(), r.choose(), r.choose()
-    scored = r.score(b, [1, 0, 2], [2, 2, 2])  # the trainer skipped `a` (a resume without KGPS state)
+    scored = r.observe(b, [1, 0, 2], [2, 2, 2])  # the trainer skipped `a` (a resume without KGPS state)
     assert scored.skipped == 1 and np.array_equal(scored.indices, b)
     assert [p.indices.tolist() for p in r.pending] == [c.tolist()]
-    assert r.score(b, [1, 0, 2], [2, 2, 2]) is None, "the last batch scored again (TRL regenerates it) is ignored"
+    assert r.observe(b, [1, 0, 2], [2, 2, 2]) is None, "the last batch scored again (TRL regenerates it) is ignored"
     assert r.batches_scored == 1
     before = r.selector.state_dict()
     with pytest.raises(ValueError, match="none of the generation batches KGPS chose"):
-        r.score(a, [1, 1, 1], [2, 2, 2])
+        r.observe(a, [1, 1, 1], [2, 2, 2])
     after = r.selector.state_dict()
     assert all(np.array_equal(before[key], after[key]) for key in before if isinstance(before[key], np.ndarray))
     assert len(r.pending) == 1 and r.batches_scored == 1
@@ -63,7 +63,7 @@ def test_scores_attribute_outcomes_by_index_whatever_the_order_of_pending_batche
 def test_observed_and_coverage_count_prompts_with_a_scored_rollout_only():
     r = rounds(num_prompts=6, batch_size=3)
     batch = r.choose()
-    r.score(batch, [0, 0, 1], [0, 2, 2])
+    r.observe(batch, [0, 0, 1], [0, 2, 2])
     assert r.observed.sum() == 2 and not r.observed[batch[0]] and r.coverage == pytest.approx(2 / 6)
     assert r.times_selected.sum() == 3
 
@@ -72,7 +72,7 @@ def test_the_state_round_trips_and_a_bad_one_is_refused_before_anything_changes(
     r = rounds(seed=4)
     for _ in range(3):
         r.choose()
-    r.score(r.pending[0].indices, [1, 2, 0], [2, 2, 2])
+    r.observe(r.pending[0].indices, [1, 2, 0], [2, 2, 2])
     state = r.state_dict()
     restored = rounds(seed=4)
     restored.load_state_dict(state)
@@ -108,7 +108,7 @@ def scored_rounds(r, schedule, outcomes):
         if step == "c":
             r.choose()
         else:
-            scored.append(r.score(r.pending[0].indices, *outcomes[len(scored) % len(outcomes)]))
+            scored.append(r.observe(r.pending[0].indices, *outcomes[len(scored) % len(outcomes)]))
     return scored
 
 
@@ -150,14 +150,14 @@ def test_a_batch_larger_than_the_dataset_is_refused():
 def test_a_scored_batchs_metrics_by_hand():
     from scipy.stats import spearmanr
 
-    from trl_kgps._metrics import batch_metrics
+    from trl_kgps.engine.metrics import batch_metrics
 
     r = rounds(num_prompts=8, batch_size=4)
     first = r.choose()
     batch = r.choose()
-    r.score(first, [0, 0, 0, 0], [2, 2, 2, 2])
+    r.observe(first, [0, 0, 0, 0], [2, 2, 2, 2])
     r.pending[0].predicted = np.array([0.2, 0.4, 0.6, 0.3])  # as if the beliefs had spread
-    scored = r.score(batch, [0, 1, 2, 3], [0, 2, 4, 4])  # the first prompt unscored
+    scored = r.observe(batch, [0, 1, 2, 3], [0, 2, 4, 4])  # the first prompt unscored
     metrics = batch_metrics(scored, r.coverage, nis=1.5)
     predicted, empirical = scored.predicted[1:], np.array([0.5, 0.5, 0.75])
     assert metrics["kgps/lag"] == 1 and metrics["kgps/repeats"] == 0.0 and metrics["kgps/unique_prompts"] == 8

@@ -12,7 +12,7 @@ from trl_kgps.sampler import KGPSRepeatSampler
 
 def score_oldest(sampler, successes=(1, 0, 2), trials=(2, 2, 2)):
     """The trainer scored the oldest pending batch."""
-    return sampler.rounds.score(sampler.rounds.pending[0].indices, successes, trials)
+    return sampler.rounds.observe(sampler.rounds.pending[0].indices, successes, trials)
 
 
 def blocks(indices, batch_size, mini, repeat):

@@ -271,7 +271,7 @@ def test_the_residual_prior_follows_how_far_prompts_spread_around_their_group(sp
     ids=["global", "categorical", "embedding"],
 )
 def test_a_shared_state_round_trips_through_the_state_file(tmp_path, features):
-    from trl_kgps import _state_file as state_file
+    from trl_kgps.engine import state_file as state_file
 
     selector = KGPSSelector(30, KGPSConfig(), seed=2, features=features)
     rng = np.random.default_rng(0)
@@ -288,9 +288,9 @@ def test_a_shared_state_round_trips_through_the_state_file(tmp_path, features):
 
 
 def test_the_card_and_the_metrics_say_what_was_shared():
-    from trl_kgps._metrics import shared_metrics
-    from trl_kgps._report import card_section
-    from trl_kgps._rounds import Pending, Scored
+    from trl_kgps.adapters.report import card_section
+    from trl_kgps.engine.metrics import shared_metrics
+    from trl_kgps.engine.rounds import Observed, Pending
 
     def card(selector):
         return card_section(
@@ -315,7 +315,7 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     assert "nothing (one independent filter per prompt)" in card(KGPSSelector(10, KGPSConfig.paper()))
 
     chosen = Pending(indices=np.array([0, 1, 2]), predicted=np.full(3, 0.5), lag=0, select_seconds=None)
-    scored = Scored(
+    scored = Observed(
         chosen, np.array([8, 0, 7]), np.array([8, 8, 8]), warmup=False, skipped=0, repeats=0.0, unique_prompts=3
     )
     metrics = shared_metrics(by_level, scored)

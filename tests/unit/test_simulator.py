@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trl_kgps.cli import main
-from trl_kgps.simulator import SCENARIOS, Scenario, simulate, summarize
+from trl_kgps.demo.cli import main
+from trl_kgps.demo.simulator import SCENARIOS, Scenario, simulate, summarize
 
 
 SMALL = Scenario(num_prompts=256, batch_size=16)
@@ -185,7 +185,7 @@ def test_simulate_says_where_it_wrote_its_files(tmp_path, capsys):
 
 
 def test_plot_helpers_by_hand():
-    from trl_kgps._plots import compact_number, moving_average
+    from trl_kgps.demo.plots import compact_number, moving_average
 
     np.testing.assert_allclose(moving_average([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
     np.testing.assert_allclose(moving_average([5, 1, 3], 10), [5, 3, 3])

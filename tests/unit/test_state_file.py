@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from trl_kgps import _state_file as state_file
+from trl_kgps.engine import state_file as state_file
 
 
 def test_round_trip(tmp_path):
@@ -42,7 +42,7 @@ def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
 
 WRITER = """
 import sys, numpy as np
-from trl_kgps import _state_file as state_file
+from trl_kgps.engine import state_file as state_file
 path = sys.argv[1]
 big = np.ones(20_000_000, dtype=np.float32)
 for version in range(2, 1000):

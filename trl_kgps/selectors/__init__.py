@@ -1,40 +1,9 @@
 """Prompt selectors: KGPS and, behind the same interface, the paper's baselines; `SELECTORS` names them all."""
 
-from ..config import KGPSConfig
-from .base import PromptSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
 from .kgps import KGPSSelector
-
-
-# The one registry of selectors: the name a user passes (`KGPSCallback(selector=...)`, `--selector`) -> the class.
-SELECTORS: dict[str, type] = {
-    "kgps": KGPSSelector,
-    "uniform": UniformSelector,
-    "mopps": MoPPSSelector,
-    "greso": GRESOSelector,
-    "dps": DPSSelector,
-}
-
-
-def build_selector(
-    name: str, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features=None
-) -> PromptSelector:
-    """
-    The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` and `features` (see
-    `KGPSSelector`) only matter to KGPS.
-    """
-    if name not in SELECTORS:
-        raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
-    if SELECTORS[name] is KGPSSelector:
-        return KGPSSelector(num_prompts, config, seed=seed, features=features)
-    return SELECTORS[name](num_prompts, seed=seed)
-
-
-def class_named(class_name: str) -> type:
-    """The registered class called `class_name` (as a state file records it); `KeyError` if none is."""
-    classes = {cls.__name__: cls for cls in SELECTORS.values()}
-    return classes[class_name]
+from .registry import SELECTORS, build_selector, class_named
 
 
 __all__ = [

@@ -1,40 +1,11 @@
-"""The interface every prompt selector offers to the sampler and the callback, and how a saved one is rebuilt."""
+"""How a saved selector is rebuilt: from its `state_dict()`, or from the `kgps_state.npz` a training run wrote."""
 
 import os
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import numpy as np
 
-from .. import _state_file
-
-
-@runtime_checkable
-class PromptSelector(Protocol):
-    """
-    A prompt selector over `num_prompts` prompts, numbered `0 .. num_prompts - 1`.
-
-    - `select(batch_size, exclude=None)`: distinct prompts for the next generation batch;
-    - `initialize(indices, successes, trials)` / `update(...)`: a prompt's first (warmup) and later observations;
-    - `predict(delta_norm)`: the policy moved by this parameter-update norm;
-    - `predicted_success(indices=None)`: the predicted success rate, before rollouts;
-    - `state_dict()` / `load_state_dict(state)`: everything needed to continue bit for bit.
-    """
-
-    num_prompts: int
-
-    def select(self, batch_size: int, exclude: Any = None) -> np.ndarray: ...
-
-    def initialize(self, indices: Any, successes: Any, trials: Any) -> None: ...
-
-    def update(self, indices: Any, successes: Any, trials: Any) -> None: ...
-
-    def predict(self, delta_norm: Any) -> None: ...
-
-    def predicted_success(self, indices: Any = None) -> np.ndarray: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+from ..engine import state_file as _state_file
 
 
 _SelectorT = TypeVar("_SelectorT", bound="FromPretrainedMixin")

@@ -1,13 +1,8 @@
 """The `kgps/*` metrics of a scored batch: the paper's estimation metrics and the locking ones, with numpy only."""
 
-from collections import deque
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-
-if TYPE_CHECKING:
-    from ._rounds import Scored
+from .rounds import Observed
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
@@ -27,46 +22,11 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-class RecentBatches:
-    """
-    Locking metrics over a sliding window of the last `window` batches, in O(batch size) per batch:
-    `repeats`, the share of a new batch chosen in the batch before it, and `unique_prompts`, the distinct prompts
-    of the window. Adding the batches of `batches` to a new window, in order, rebuilds it (a resume).
-
-    Args:
-        num_prompts (`int`): `N`.
-        window (`int`): batches kept (e.g. an epoch's worth, `N // B`).
-
-    Attributes:
-        batches (`deque[np.ndarray]`): the window's batches, `(B,)` int64 each, oldest first.
-        unique_prompts (`int`): distinct prompts over `batches`.
-    """
-
-    def __init__(self, num_prompts: int, window: int):
-        self._counts = np.zeros(num_prompts, dtype=np.int32)
-        self.batches: deque[np.ndarray] = deque()
-        self._window = max(1, window)
-        self.unique_prompts = 0
-
-    def add(self, batch: np.ndarray) -> float:
-        """Adds `batch` (distinct indices) and returns its `repeats`; `unique_prompts` then covers it."""
-        previous = self.batches[-1] if self.batches else np.empty(0, dtype=np.int64)
-        repeats = float(np.isin(batch, previous).mean()) if batch.size else 0.0
-        self.batches.append(batch)
-        self.unique_prompts += int(np.count_nonzero(self._counts[batch] == 0))
-        self._counts[batch] += 1
-        if len(self.batches) > self._window:
-            old = self.batches.popleft()
-            self._counts[old] -= 1
-            self.unique_prompts -= int(np.count_nonzero(self._counts[old] == 0))
-        return repeats
-
-
 # Per-group metrics are logged when the features make at most this many groups.
 MAX_LOGGED_GROUPS = 20
 
 
-def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
+def shared_metrics(selector, scored: Observed) -> dict[str, float]:
     """
     For a KGPS selector with a shared factor: `kgps/residual_prior` (the learnt prior variance of the residual of a
     prompt not yet seen) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
@@ -94,9 +54,9 @@ def shared_metrics(selector, scored: "Scored") -> dict[str, float]:
     return metrics
 
 
-def batch_metrics(scored: "Scored", coverage: float, nis: float | None) -> dict[str, float]:
+def batch_metrics(scored: Observed, coverage: float, nis: float | None) -> dict[str, float]:
     """
-    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as `Rounds.score` counted
+    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as `Rounds.observe` counted
     them), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a scored
     rollout `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman` (predicted
     against empirical success `s / k`).

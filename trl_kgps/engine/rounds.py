@@ -3,10 +3,10 @@ The bookkeeping of KGPS's rounds, numpy only: which generation batches were chos
 predicted for them, which prompts have been observed, the warmup rule, and all of it as a `state_dict`.
 
 A round is: `choose()` a batch of `B` distinct prompts (a slice of a seeded permutation during the warmup, else the
-selector's choice among the prompts not pending), the trainer generates and scores it, `score(batch, s, k)` feeds
+selector's choice among the prompts not pending), the trainer generates and scores it, `observe(batch, s, k)` feeds
 the outcomes to the selector, and after each optimizer step `predict(delta_norm)` widens the beliefs. The data
 loader asks for the next batch before the current one is scored, so several batches may be pending at once; they are
-scored in the order they were chosen, except after a resume, which may skip or regenerate one (`score` says which).
+scored in the order they were chosen, except after a resume, which may skip or regenerate one (`observe` says which).
 """
 
 import time
@@ -16,9 +16,43 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._metrics import RecentBatches
-from ._state_file import PROMPTS_PER_BATCH
-from .selectors.base import PromptSelector
+from .protocol import PromptSelector
+from .state_file import PROMPTS_PER_BATCH
+
+
+class RecentBatches:
+    """
+    Locking metrics over a sliding window of the last `window` batches, in O(batch size) per batch:
+    `repeats`, the share of a new batch chosen in the batch before it, and `unique_prompts`, the distinct prompts
+    of the window. Adding the batches of `batches` to a new window, in order, rebuilds it (a resume).
+
+    Args:
+        num_prompts (`int`): `N`.
+        window (`int`): batches kept (e.g. an epoch's worth, `N // B`).
+
+    Attributes:
+        batches (`deque[np.ndarray]`): the window's batches, `(B,)` int64 each, oldest first.
+        unique_prompts (`int`): distinct prompts over `batches`.
+    """
+
+    def __init__(self, num_prompts: int, window: int):
+        self._counts = np.zeros(num_prompts, dtype=np.int32)
+        self.batches: deque[np.ndarray] = deque()
+        self._window = max(1, window)
+        self.unique_prompts = 0
+
+    def add(self, batch: np.ndarray) -> float:
+        """Adds `batch` (distinct indices) and returns its `repeats`; `unique_prompts` then covers it."""
+        previous = self.batches[-1] if self.batches else np.empty(0, dtype=np.int64)
+        repeats = float(np.isin(batch, previous).mean()) if batch.size else 0.0
+        self.batches.append(batch)
+        self.unique_prompts += int(np.count_nonzero(self._counts[batch] == 0))
+        self._counts[batch] += 1
+        if len(self.batches) > self._window:
+            old = self.batches.popleft()
+            self._counts[old] -= 1
+            self.unique_prompts -= int(np.count_nonzero(self._counts[old] == 0))
+        return repeats
 
 
 @dataclass
@@ -32,8 +66,8 @@ class Pending:
 
 
 @dataclass
-class Scored:
-    """A scored generation batch, as `Rounds.score` fed it to the selector."""
+class Observed:
+    """A scored generation batch, as `Rounds.observe` fed it to the selector."""
 
     chosen: Pending  # the batch as it was chosen: its prompts, their predicted success, lag and selection time
     successes: np.ndarray  # (B,) int64, s
@@ -73,7 +107,7 @@ class Rounds:
             `batches_chosen * B`.
         observed (`np.ndarray` of shape `(N,)`, bool): prompts with at least one scored rollout.
         recent (`RecentBatches`): the last `batches_per_epoch` batches scored, whose locking metrics (`repeats`,
-            `unique_prompts`) each `Scored` carries.
+            `unique_prompts`) each `Observed` carries.
     """
 
     def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
@@ -155,9 +189,9 @@ class Rounds:
 
     # Scoring -------------------------------------------------------------------------------------------------
 
-    def score(
+    def observe(
         self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, in_order: bool = True
-    ) -> Scored | None:
+    ) -> Observed | None:
         """
         Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
         prompts `batch` (`(B,)`), in that order. In order (the synchronous trainers), the batch is normally the oldest
@@ -198,7 +232,7 @@ class Rounds:
         self.batches_scored += 1
         self.last_scored = batch
         repeats = self.recent.add(batch)
-        return Scored(chosen, s, k, warmup, skipped, repeats, self.recent.unique_prompts)
+        return Observed(chosen, s, k, warmup, skipped, repeats, self.recent.unique_prompts)
 
     def predict(self, delta_norm: float) -> bool:
         """Widens every belief for a policy update of norm `delta_norm`, after the warmup; whether it did."""

@@ -1,9 +1,9 @@
 r"""
-KGPS in TRL's asynchronous `AsyncGRPOTrainer`: the second adapter over the selection engine (`_engine`), beside the
-synchronous sampler and callback.
+KGPS in TRL's asynchronous `AsyncGRPOTrainer`: the second adapter over the selection engine, beside the synchronous
+one (`grpo`).
 
 The trainer's rank 0 holds a rollout worker whose child process generates and scores groups while the trainer trains.
-`_async_trl` makes that loop read its prompts from KGPS and report every group's rewards; here, on rank 0, a
+`async_trl_private` makes that loop read its prompts from KGPS and report every group's rewards; here, on rank 0, a
 `SelectionService` thread answers it from one `SelectionEngine`:
 
 - **choosing**: when the loop needs prompts it asks for a batch of `B` (the groups one optimizer step consumes); the
@@ -35,22 +35,19 @@ import secrets
 import threading
 from collections import deque
 from multiprocessing.connection import Listener
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from transformers import TrainerCallback
 
-from . import _async_trl, _trl
-from . import _checkpoint as checkpoint
-from ._distributed import ParameterDelta
-from ._engine import SelectionEngine
-from ._features import selector_for
-from ._outcomes import SuccessRule
-from ._prompts_digest import prompts_digest
-from ._report import add_kgps_section
+from ..config import KGPSConfig
+from ..engine.engine import SelectionEngine
+from ..engine.outcomes import SuccessRule
+from ..engine.protocol import PromptSelector
+from ..selectors.features import selector_for
+from . import async_trl_private, checkpoint, trl_private
+from .binding import Binding
 
-
-if TYPE_CHECKING:
-    from .callback import KGPSCallback
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +72,7 @@ class InFlight:
 class SelectionService:
     """
     Answers the rollout loop's requests from `engine` on a daemon thread of the trainer's rank 0 (see
-    `_async_trl.KGPSRolloutLoop` for the messages). Every change to the engine, from this thread or from the trainer's
+    `async_trl_private.KGPSRolloutLoop` for the messages). Every change to the engine, from this thread or from the trainer's
     (`predict`, `state`), happens under `lock`.
 
     Args:
@@ -187,7 +184,7 @@ class SelectionService:
             del self.in_flight[batch_id]
             G = flight.rewards[0].shape[0]
             s, k = self.engine.outcomes(np.concatenate(flight.rewards), G)
-            _, metrics = self.engine.score(flight.indices, s, k, in_order=False)
+            _, metrics = self.engine.observe(flight.indices, s, k, in_order=False)
             metrics["kgps/version_lag"] = float(self.model_version() - np.mean(flight.versions))
         self.log(metrics)
 
@@ -211,33 +208,32 @@ class SelectionService:
                 pass
 
 
-class AsyncBinding:
+class AsyncGRPOBinding(Binding):
     """
-    What `KGPSCallback` does in an `AsyncGRPOTrainer`: wraps the trainer's `get_train_dataloader` (when the worker
+    Binds the selection engine to an `AsyncGRPOTrainer`: wraps the trainer's `get_train_dataloader` (when the worker
     exists: build the engine and its service, and hand the worker KGPS's loop), binds resume, saves and the model card
-    as the synchronous callback does (`_trl.bind_saves`), and takes the update's norm at each weight sync.
+    as the synchronous adapter does (`trl_private.bind_saves`), and takes the update's norm at each weight sync.
     """
 
-    def __init__(self, callback: "KGPSCallback", trainer: Any):
-        _async_trl.check()
+    def __init__(
+        self, trainer: Any, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
+    ):
+        async_trl_private.check()
         dataset = trainer.train_dataset
         if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
             raise ValueError(
                 "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
                 "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
             )
-        self.callback = callback
-        self.trainer = trainer
-        self.engine: SelectionEngine | None = None
+        super().__init__(trainer, owner, config, selector)
+        self.check_one_per_trainer()
         self.service: SelectionService | None = None
-        self.delta: ParameterDelta | None = None
-        self._prompts: dict[str, str] | None = None
-        _trl.wrap(trainer, "get_train_dataloader", self._wrap_get_train_dataloader)
-        _trl.bind_saves(
+        trl_private.wrap(trainer, "get_train_dataloader", self._wrap_get_train_dataloader)
+        trl_private.bind_saves(
             trainer,
             resume_from=self._resume_from,
             save_state=self._save_state,
-            add_to_model_card=self._add_to_model_card,
+            add_to_model_card=self.add_to_model_card,
         )
 
     @property
@@ -267,47 +263,35 @@ class AsyncBinding:
         then handed the batches pending at the checkpoint first."""
         if self.service is not None:
             with self.service.lock:
-                checkpoint.resume(
-                    directory, self.callback.config, self.engine.selector, self.engine, self._prompts_digest
-                )
+                checkpoint.resume(directory, self.config, self.selector, self.engine, self.prompts_digest)
             self.service.restart()
 
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` (rank 0), the engine as it is between two of its operations."""
         if self.service is not None and self.trainer.args.should_save:
             with self.service.lock:
-                checkpoint.save(directory, self.engine.selector, self.engine, self._prompts_digest())
-
-    def _add_to_model_card(self) -> None:
-        if self.engine is not None and self.trainer.is_world_process_zero():
-            add_kgps_section(
-                self.trainer,
-                self.engine.selector,
-                self.callback.config,
-                self.engine.rounds,
-                self.trainer.train_dataset,
-            )
+                checkpoint.save(directory, self.selector, self.engine, self.prompts_digest())
 
     def _build(self) -> None:
         """The engine and its service, once; then, for this `train()`, the worker reads from them."""
-        trainer, callback = self.trainer, self.callback
-        _async_trl.check_worker(trainer.rollout_worker)
+        trainer = self.trainer
+        async_trl_private.check_worker(trainer.rollout_worker)
         if self.engine is None:
-            selector = callback.selector
+            selector = self.selector
             if selector is None or isinstance(selector, str):
-                selector = selector_for(selector or "kgps", trainer.train_dataset, callback.config, trainer.args.seed)
+                selector = selector_for(selector or "kgps", trainer.train_dataset, self.config, trainer.args.seed)
             elif selector.num_prompts != len(trainer.train_dataset):
                 raise ValueError(
                     f"The selector tracks {selector.num_prompts} prompts but the dataset has "
                     f"{len(trainer.train_dataset)}. Build it with `KGPSSelector(len(train_dataset))`."
                 )
-            callback.selector = selector
+            self.selector = selector
             warmup = getattr(getattr(selector, "config", None), "warmup_epochs", 0)
             B = self.batch_size
             self.engine = SelectionEngine(selector, B, warmup * (len(trainer.train_dataset) // B), trainer.args.seed)
             worker = trainer.rollout_worker
             self.service = SelectionService(
-                self.engine, callback.config, worker.metrics_queue, lambda: trainer.model_version
+                self.engine, self.config, worker.metrics_queue, lambda: trainer.model_version
             )
             stop = worker.stop
 
@@ -317,25 +301,16 @@ class AsyncBinding:
 
             worker.stop = stop_then_service
         self.service.restart()
-        _async_trl.adopt(trainer.rollout_worker, self.service.listen(), self.service.authkey)
+        async_trl_private.adopt(trainer.rollout_worker, self.service.listen(), self.service.authkey)
 
     # Training ------------------------------------------------------------------------------------------------
 
-    def on_train_begin(self, args, state, control, **kwargs) -> None:
-        # The reference copy is the policy the first weight sync (right after this) serves as version 1.
-        self.delta = ParameterDelta(self.trainer.model.parameters(), self.callback.config.delta_norm_sample, args.seed)
-        self.delta.reset()
-
     def on_step_end(self, args, state, control, **kwargs) -> None:
-        # Before TRL's own step-end callbacks, which sync the weights and bump the version.
+        # Before TRL's own step-end callbacks, which sync the weights and bump the version. The reference copy taken
+        # at `on_train_begin` is the policy the first weight sync serves as version 1.
         if self.service is not None:
             self.service.raise_error()
         if state.global_step % args.weight_sync_steps == 0:
             delta_norm = self.delta.step()  # on every rank: the norm sums the shards
             if self.service is not None:
                 self.service.predict(delta_norm)
-
-    def _prompts_digest(self) -> dict[str, str] | None:
-        if self._prompts is None:
-            self._prompts = prompts_digest(self.trainer.train_dataset)
-        return self._prompts

@@ -1,13 +1,13 @@
 r"""
 The selection engine: what KGPS does in a trainer, with no trainer in it. Both adapters drive one: the synchronous
 `KGPSCallback` + `KGPSRepeatSampler` (TRL's `GRPOTrainer`, `RLOOTrainer`) and the asynchronous rollout loop
-(`trl_kgps._async`, TRL's `AsyncGRPOTrainer`).
+(`trl_kgps.adapters.async_grpo`, TRL's `AsyncGRPOTrainer`).
 
 Per generation batch of `B` prompts the engine
 
 1. chooses it (`choose`), and keeps it pending until it is scored;
 2. turns each group's rewards into successes `s` and scored rollouts `k` (`outcomes`, by the `SuccessRule`);
-3. feeds them to the selector (`score`) and returns the batch's `kgps/*` metrics;
+3. feeds them to the selector (`observe`) and returns the batch's `kgps/*` metrics;
 4. widens every belief for a policy update of norm \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) (`predict`);
 
 and saves and restores all of it (`state_dict`, `load_state_dict`). The adapters say where the batches, the rewards
@@ -18,10 +18,10 @@ import warnings
 
 import numpy as np
 
-from ._metrics import batch_metrics, shared_metrics
-from ._outcomes import SuccessRule
-from ._rounds import Rounds, Scored
-from .selectors.base import PromptSelector
+from .metrics import batch_metrics, shared_metrics
+from .outcomes import SuccessRule
+from .protocol import PromptSelector
+from .rounds import Observed, Rounds
 
 
 class SelectionEngine:
@@ -66,15 +66,15 @@ class SelectionEngine:
         success, counted = self.rule(rewards_per_func)
         return success.reshape(-1, group_size).sum(axis=1), counted.reshape(-1, group_size).sum(axis=1)
 
-    def score(
+    def observe(
         self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, in_order: bool = True
-    ) -> tuple[Scored | None, dict[str, float]]:
+    ) -> tuple[Observed | None, dict[str, float]]:
         """
-        Feeds a scored batch's outcomes to the selector (`Rounds.score`; `in_order=False` when batches may finish in
+        Feeds a scored batch's outcomes to the selector (`Rounds.observe`; `in_order=False` when batches may finish in
         any order, as in the asynchronous trainer) and returns `(scored, metrics)`: `scored` is `None` for the last
         batch scored again, whose outcomes were already observed (then `metrics` is empty).
         """
-        scored = self.rounds.score(batch, successes, trials, in_order=in_order)
+        scored = self.rounds.observe(batch, successes, trials, in_order=in_order)
         if scored is None:
             return None, {}
         if not scored.trials.any() and not self._warned_no_rewards:

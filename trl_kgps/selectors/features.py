@@ -1,22 +1,19 @@
 """The prompt features KGPS shares across prompts, read from the train dataset's columns (`feature_columns`)."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ..config import KGPSConfig
+from ..engine.protocol import PromptSelector
+from .registry import build_selector
 
-if TYPE_CHECKING:
-    from .config import KGPSConfig
-    from .selectors.base import PromptSelector
 
-
-def selector_for(name: str, dataset: Any, config: "KGPSConfig", seed: int) -> "PromptSelector":
+def selector_for(name: str, dataset: Any, config: KGPSConfig, seed: int) -> PromptSelector:
     """
     The selector `name` (see `selectors.SELECTORS`) over the rows of `dataset`; KGPS shares across them by the
     columns `config.feature_columns`. Raises `ValueError` for a column the dataset lacks or values KGPS cannot use.
     """
-    from .selectors import build_selector
-
     features = read_features(dataset, config.feature_columns) if name == "kgps" else None
     return build_selector(name, len(dataset), config, seed, features)
 

@@ -6,7 +6,7 @@ added to the paper alone or taken away from that default, and the candidates tha
 
 import dataclasses
 
-from .config import PAPER, KGPSConfig
+from ..config import PAPER, KGPSConfig
 
 
 # Each departure of the per-prompt default from the paper, as the KGPSConfig fields it sets (the paper's values are

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._plots import compact_number, moving_average, pyplot
+from .plots import compact_number, moving_average, pyplot
 from .simulator import METHODS, SCENARIOS, simulate, summarize
 
 

@@ -5,7 +5,7 @@ write, its validation and where it is read from (a local folder or a Hub repo).
 One uncompressed `.npz` holds the selector's `state_dict()` (its arrays as `selector.<key>`, its other values in the
 JSON `meta["selector"]`, with the selector's own state version), the sampler's `state_dict()` (its arrays as they
 are, its counters `batches_chosen` and `batches_scored` in `meta`), and `meta`: `selector_class`, `num_prompts`,
-`batch_size`, `prompts` (the digest of the train dataset's prompts, `_prompts_digest`; absent before trl-kgps 0.3 and
+`batch_size`, `prompts` (the digest of the train dataset's prompts, `prompts_digest`; absent before trl-kgps 0.3 and
 for a dataset without a `prompt` column), `format` (`FORMAT_VERSION`).
 """
 
@@ -14,15 +14,12 @@ import logging
 import os
 import tempfile
 import zipfile
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ._prompts_digest import mismatch
-
-
-if TYPE_CHECKING:
-    from .selectors.base import PromptSelector
+from .prompts_digest import mismatch
+from .protocol import PromptSelector
 
 
 logger = logging.getLogger(__name__)
@@ -84,13 +81,13 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 
 def write(
     directory: str | os.PathLike[str],
-    selector: "PromptSelector",
+    selector: PromptSelector,
     sampler_state: dict[str, Any],
     prompts: dict[str, str] | None = None,
 ) -> str:
     """
     Writes `directory/kgps_state.npz` from a selector, its sampler's `state_dict()` and the digest of the prompts
-    they select among (`_prompts_digest.prompts_digest`); returns the path.
+    they select among (`prompts_digest.prompts_digest`); returns the path.
     """
     os.makedirs(directory, exist_ok=True)
     arrays, selector_meta = pack_selector(selector.state_dict())
@@ -109,7 +106,7 @@ def write(
 
 
 def read_run(
-    path: str, selector: "PromptSelector", batch_size: int, prompts: dict[str, str] | None = None
+    path: str, selector: PromptSelector, batch_size: int, prompts: dict[str, str] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and

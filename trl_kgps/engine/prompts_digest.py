@@ -1,6 +1,6 @@
 """
 Which prompts, in which order, a KGPS state belongs to: a digest of the train dataset's `prompt` column, which every
-saved state records and a resumed run compares with its own dataset (`_state_file.read_run`). KGPS stores each
+saved state records and a resumed run compares with its own dataset (`state_file.read_run`). KGPS stores each
 prompt's belief by its row, so a dataset of the same length with other prompts, or the same prompts in another
 order, would give every belief to another prompt.
 """

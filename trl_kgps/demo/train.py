@@ -38,15 +38,15 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from ._features import selector_for
-from ._plots import natural_key, plot_rollouts, pyplot
-from ._report import last_metrics
-from ._rounds import check_batch_size
-from .callback import KGPSCallback
-from .config import KGPSConfig
-from .script_args import SelectorArguments
-from .tasks import arithmetic, tiny
-from .tasks.evaluation import success_rates
+from ..adapters.report import last_metrics
+from ..callback import KGPSCallback
+from ..config import KGPSConfig
+from ..engine.rounds import check_batch_size
+from ..script_args import SelectorArguments
+from ..selectors.features import selector_for
+from ..tasks import arithmetic, tiny
+from ..tasks.evaluation import success_rates
+from .plots import natural_key, plot_rollouts, pyplot
 
 
 logger = logging.getLogger(__name__)
@@ -403,7 +403,7 @@ def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
 
 def demo_heldout_success(model, tokenizer, num_prompts: int = 512, num_eval_prompts: int = 256) -> float:
     """The exact mean success (`answer_probabilities`, no sampling) of `model` on the demo's held-out prompts."""
-    from .tasks.evaluation import answer_probabilities
+    from ..tasks.evaluation import answer_probabilities
 
     held_out = arithmetic.make_dataset(num_prompts + num_eval_prompts, seed=1).select(
         range(num_prompts, num_prompts + num_eval_prompts)

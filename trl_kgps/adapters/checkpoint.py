@@ -1,6 +1,6 @@
 """
 The KGPS state inside the trainer's checkpoints: written beside every model the trainer saves, and restored, whole or
-not at all, when a run resumes. `_state_file` owns the file's format; this module owns what a run may resume from.
+not at all, when a run resumes. `engine.state_file` owns the file's format; this module owns what a run may resume from.
 """
 
 import copy
@@ -8,17 +8,12 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from . import _state_file as state_file
-from .config import KGPSConfig
-from .selectors import KGPSSelector
-
-
-if TYPE_CHECKING:
-    from ._engine import SelectionEngine
-    from .sampler import KGPSRepeatSampler
-    from .selectors.base import PromptSelector
+from ..config import KGPSConfig
+from ..engine import state_file
+from ..engine.protocol import PromptSelector
+from ..selectors import KGPSSelector
 
 logger = logging.getLogger(__name__)
 
@@ -26,28 +21,39 @@ logger = logging.getLogger(__name__)
 RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
 
 
+class Progress(Protocol):
+    """What a run saves beside its selector: the synchronous `KGPSRepeatSampler` (the engine's rounds and the epoch's
+    batches), or the asynchronous adapter's `SelectionEngine` (its rounds)."""
+
+    batch_size: int
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
 def save(
     directory: str,
-    selector: "PromptSelector",
-    sampler: "KGPSRepeatSampler | SelectionEngine",
+    selector: PromptSelector,
+    progress: Progress,
     prompts: dict[str, str] | None,
 ) -> None:
     """
-    Writes `directory/kgps_state.npz`: the selector's and the sampler's states (the synchronous sampler's, or the
-    asynchronous adapter's engine, which has no epoch) and the digest of the `prompts`.
+    Writes `directory/kgps_state.npz`: the states of the selector and of the run's `progress`, and the digest of the
+    `prompts`.
     """
-    state_file.write(directory, selector, sampler.state_dict(), prompts)
+    state_file.write(directory, selector, progress.state_dict(), prompts)
 
 
 def resume(
     directory: str,
     config: KGPSConfig,
-    selector: "PromptSelector",
-    sampler: "KGPSRepeatSampler | SelectionEngine",
+    selector: PromptSelector,
+    progress: Progress,
     prompts: Callable[[], dict[str, str] | None],
 ) -> None:
     """
-    Restores the state saved in `directory` into `selector` and `sampler`, or raises before changing either. A
+    Restores the state saved in `directory` into `selector` and `progress`, or raises before changing either. A
     missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's prompts digest.
     """
     path = os.path.join(directory, state_file.STATE_FILE)
@@ -55,17 +61,17 @@ def resume(
         logger.warning("%s holds no KGPS state: the estimator starts afresh (restart_on_missing_state).", directory)
         return
     try:
-        selector_state, sampler_state = state_file.read_run(path, selector, sampler.batch_size, prompts())
+        selector_state, progress_state = state_file.read_run(path, selector, progress.batch_size, prompts())
     except state_file.UnreadableState:
         raise  # its message says what to resume from
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
     _check_same_method(path, selector_state, selector)
     try:
-        # A dry run on a copy of the selector, then the sampler, which checks everything before it changes: a state
+        # A dry run on a copy of the selector, then the progress, which checks everything before it changes: a state
         # that does not load leaves this run untouched.
         copy.deepcopy(selector).load_state_dict(selector_state)
-        sampler.load_state_dict(sampler_state)
+        progress.load_state_dict(progress_state)
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
     selector.load_state_dict(selector_state)
@@ -77,7 +83,7 @@ def _does_not_fit(path: str, error: Exception) -> ValueError:
     )
 
 
-def _check_same_method(path: str, state: dict[str, Any], selector: "PromptSelector") -> None:
+def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelector) -> None:
     """Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config."""
     if "config" not in state or not isinstance(selector, KGPSSelector):
         return

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._metrics import MAX_LOGGED_GROUPS
-from .config import KGPSConfig
-from .selectors import KGPSSelector
-from .selectors.base import PromptSelector
+from ..config import KGPSConfig
+from ..engine.metrics import MAX_LOGGED_GROUPS
+from ..engine.protocol import PromptSelector
+from ..selectors import KGPSSelector
 
 
 if TYPE_CHECKING:

@@ -1,0 +1,197 @@
+r"""
+KGPS in TRL's `GRPOTrainer` and `RLOOTrainer`, per generation batch:
+
+1. the trainer's data loader draws from a `KGPSRepeatSampler`, whose engine chooses the next batch;
+2. the rewards the trainer computes (gathered over all ranks) become successes `s` and scored rollouts `k` per
+   prompt, which the engine feeds to the selector;
+3. after every optimizer step, \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over the trainable parameters
+   (all shards) widens every belief (`predict`);
+4. every model the trainer saves gets the whole KGPS state (`kgps_state.npz`), which a resumed run continues from.
+
+Every rank feeds identical observations and norms to its own engine, and a checksum of each batch is compared across
+ranks before any belief changes.
+"""
+
+import logging
+import math
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset
+from transformers import Trainer, TrainerCallback
+
+from ..config import KGPSConfig
+from ..engine.outcomes import SuccessRule
+from ..engine.protocol import PromptSelector
+from ..sampler import KGPSRepeatSampler
+from ..selectors.features import selector_for
+from . import checkpoint, trl_private
+from .binding import Binding
+from .distributed import check_ranks_agree, fingerprint, gather_indices
+
+
+logger = logging.getLogger(__name__)
+
+
+class GRPOBinding(Binding):
+    """
+    Binds the selection engine to a `GRPOTrainer` or `RLOOTrainer`: checks the trainer and its arguments, changing
+    nothing if they do not fit, then wraps its members (`trl_private.bind`). Its sampler is built when the trainer
+    builds its data loader, and reads the rest of what it needs when training starts.
+
+    Attributes:
+        sampler (`KGPSRepeatSampler` or `None`): the sampler the trainer's data loader draws from.
+    """
+
+    def __init__(
+        self, trainer: Trainer, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
+    ):
+        trl_private.check(trainer)
+        super().__init__(trainer, owner, config, selector)
+        self.check_one_per_trainer()
+        if getattr(trainer.args, "shuffle_dataset", True) is False:
+            raise ValueError(
+                "shuffle_dataset=False asks the trainer to read the prompts in the dataset's order, but KGPS chooses "
+                "the order of the prompts (every selector, uniform too, draws its own seeded order): leave "
+                "shuffle_dataset at its default."
+            )
+        if isinstance(trainer.train_dataset, IterableDataset):
+            raise ValueError(
+                "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
+                "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
+            )
+        if trainer.args.remove_unused_columns:
+            raise ValueError(
+                f"remove_unused_columns=True would drop the {trl_private.INDEX_COLUMN!r} column by which KGPS "
+                "attributes rewards to prompts: set remove_unused_columns=False (GRPOConfig's and RLOOConfig's "
+                "default)."
+            )
+        self.sampler: KGPSRepeatSampler | None = None
+        trl_private.bind(
+            trainer,
+            train_sampler=self._train_sampler,
+            observe=self._observe,
+            resume_from=self._resume_from,
+            save_state=self._save_state,
+            add_to_model_card=self.add_to_model_card,
+        )
+        self._metrics_log = trl_private.MetricsLog(trainer)
+
+    @property
+    def dataset(self) -> Any:
+        return self.sampler.data_source
+
+    # The sampler -----------------------------------------------------------------------------------------------
+
+    def _train_sampler(self, dataset=None) -> KGPSRepeatSampler:
+        trainer = self.trainer
+        if self.owner not in trainer.callback_handler.callbacks:
+            raise RuntimeError(
+                "KGPSCallback is attached to this trainer but not among its callbacks, so it would never see an "
+                "optimizer step. Add it too: `trainer.add_callback(callback)`."
+            )
+        self.check_one_per_trainer()
+        dataset = trainer.train_dataset if dataset is None else dataset
+        if isinstance(dataset, trl_private.IndexedRows):
+            dataset = dataset.rows
+        if isinstance(dataset, IterableDataset):
+            raise ValueError("KGPS needs a map-style train dataset: an IterableDataset has no indices to select.")
+        self._prompts = None
+        if self.sampler is not None and self.sampler.num_samples == len(dataset):
+            # Another `train()` on this trainer: the batch its predecessor chose ahead was never generated.
+            self.rounds.drop_pending()
+            self.sampler.data_source = dataset
+            return self.sampler
+        if self.selector is None or isinstance(self.selector, str):
+            self.selector = selector_for(self.selector or "kgps", dataset, self.config, trainer.args.seed)
+        batch_size, G, repeat_count = trl_private.generation_layout(trainer)
+        self.sampler = KGPSRepeatSampler(
+            dataset,
+            mini_repeat_count=G,
+            batch_size=batch_size,
+            repeat_count=repeat_count,
+            selector=self.selector,
+            warmup_epochs=self.config.warmup_epochs,
+            seed=trainer.args.seed,
+        )
+        self.engine = self.sampler.engine
+        self.engine.rule = SuccessRule(
+            *trl_private.reward_functions(trainer), self.config.success_reward, self.config.success_threshold
+        )
+        return self.sampler
+
+    # The trainer's events --------------------------------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:
+        if self.sampler is None:
+            raise RuntimeError(
+                "The trainer's data loader does not draw from KGPS: its `_get_train_sampler` was replaced after "
+                "KGPSCallback attached. Attach KGPSCallback last."
+            )
+        super().on_train_begin(args, state, control, **kwargs)
+        # The trainer skips the steps it trained in the epoch it resumes (`global_step % steps_per_epoch`, as in
+        # `Trainer`), which the sampler replays; resumed from an epoch's last step, it skips none and starts the next.
+        dataloader = kwargs.get("train_dataloader")
+        batches = (
+            len(dataloader) if dataloader is not None else self.sampler.batches_per_epoch * self.sampler.repeat_count
+        )
+        steps_per_epoch = max(1, math.ceil(batches / args.gradient_accumulation_steps))
+        if args.ignore_data_skip or state.global_step % steps_per_epoch == 0:
+            self.sampler.start_next_epoch()
+
+    def on_optimizer_step(self, args, state, control, **kwargs) -> None:
+        self._metrics_log.add(self.engine.predict(self.delta.step()))
+
+    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+        self._metrics_log.verify(logs)
+
+    # Observations ----------------------------------------------------------------------------------------------
+
+    def _observe(self, rewards_per_func: torch.Tensor, inputs: list[dict[str, Any]]) -> None:
+        """Feeds one scored generation batch (rewards of every rank, shape `(B * G, F)`) to the engine."""
+        G = self.sampler.mini_repeat_count
+        device = self.trainer.accelerator.device
+        # Every rank's oldest pending batch and its predictions must agree: ranks that chose differently, or whose
+        # beliefs diverged, stop here, before any belief changes.
+        oldest = self.rounds.pending[0] if self.rounds.pending else None
+        check_ranks_agree(
+            f"generation batch {self.rounds.batches_scored + 1} and its predictions",
+            fingerprint(*(() if oldest is None else (oldest.indices, oldest.predicted))),
+            device,
+        )
+        rewards = rewards_per_func.detach().float().cpu().numpy()
+        groups = gather_indices(trl_private.input_indices(inputs), device).reshape(-1, G)
+        if groups.shape[0] * G != rewards.shape[0] or (groups != groups[:, :1]).any():
+            raise RuntimeError(
+                f"The trainer scored {rewards.shape[0]} completions whose rows are not {self.sampler.batch_size} "
+                f"groups of {G} completions of one prompt each (dataset indices {groups.tolist()}): the data loader "
+                "does not follow KGPS's sampler, so KGPS cannot attribute the rewards."
+            )
+        s, k = self.engine.outcomes(rewards, G)
+        observed, metrics = self.engine.observe(groups[:, 0], s, k)
+        if observed is None:
+            # TRL does not checkpoint its generation counter: resumed inside a batch's steps, it generates and
+            # scores that batch again. Its outcomes were observed before the checkpoint; counting them twice
+            # would tell the filter it saw twice the rollouts.
+            logger.warning("KGPS ignores the rewards of a generation batch regenerated after resuming.")
+            return
+        if observed.skipped:
+            logger.warning(
+                "The trainer skipped %d generation batch%s that KGPS had chosen, so KGPS stopped waiting for %s "
+                "rewards; nothing to do unless it recurs without a resume.",
+                observed.skipped,
+                "es" * (observed.skipped > 1),
+                "their" if observed.skipped > 1 else "its",
+            )
+        self._metrics_log.add(metrics)
+
+    # Checkpoints -----------------------------------------------------------------------------------------------
+
+    def _save_state(self, directory: str) -> None:
+        """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
+        if self.sampler is not None and self.trainer.args.should_save:
+            checkpoint.save(directory, self.selector, self.sampler, self.prompts_digest())
+
+    def _resume_from(self, directory: str) -> None:
+        """Restores the state saved in `directory`, or raises before changing anything."""
+        checkpoint.resume(directory, self.config, self.selector, self.sampler, self.prompts_digest)
