@@ -93,7 +93,7 @@ def test_the_commands_default_output_folders_are_ignored_by_git():
 def test_the_readmes_first_commands_install_the_cpu_torch_only_where_no_torch_is_installed():
     first_block = re.search(r"```bash\n(.*?)```", README, flags=re.S).group(1).splitlines()
     guard, install = first_block[0], first_block[1]
-    assert install.startswith('pip install -e ".[plots]"') and "download.pytorch.org/whl/cpu" in guard
+    assert install.startswith('pip install -e ".[demo]"') and "download.pytorch.org/whl/cpu" in guard
     assert "torch==2.13.0" in README[: README.index("## Use it in TRL")]
     # Run the guard with `pip install` replaced by an echo: silent where torch imports, an install where it does not.
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
@@ -192,3 +192,30 @@ def test_the_package_imports_without_a_cycle():
 
     for module in sorted(graph):
         visit(module)
+
+
+def test_the_core_install_is_what_training_imports():
+    # Every third-party module the package imports outside the demo (`demo/`, `tasks/`) is a core dependency, or
+    # transformers' own (`huggingface_hub`); peft, math-verify and matplotlib are the `demo` extra's.
+    import ast
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[<>=\[; ]", requirement)[0].replace("-", "_") for requirement in project["dependencies"]}
+    package = Path(trl_kgps.__file__).parent
+    imported = set()
+    for path in package.rglob("*.py"):
+        if path.relative_to(package).parts[0] in ("demo", "tasks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported if name not in sys.stdlib_module_names and name != "trl_kgps"}
+    assert third_party - {"huggingface_hub"} <= core, third_party - core
+    assert not {"peft", "math_verify", "matplotlib"} & core
+    assert {"peft", "math_verify", "matplotlib"} <= {
+        re.split(r"[<>=\[; ]", requirement)[0].replace("-", "_")
+        for requirement in project["optional-dependencies"]["demo"]
+    }
