@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .sampler import KGPSRepeatSampler
     from .script_args import KGPSScriptArguments
 
-__version__ = "0.3.0.dev0"  # 0.1: the paper's rule; 0.2: the per-prompt filter; 0.3: the shared filter
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "KGPSCallback",

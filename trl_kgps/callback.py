@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from transformers import Trainer, TrainerCallback
 
-from .adapters import async_trl_private, trl_private
+from .adapters import trl_private
 from .adapters.async_grpo import AsyncGRPOBinding
 from .adapters.binding import Binding
 from .adapters.grpo import GRPOBinding
@@ -72,7 +72,7 @@ class KGPSCallback(TrainerCallback):
             return self
         if self.trainer is not None:
             raise RuntimeError(_REUSED)
-        binding = AsyncGRPOBinding if async_trl_private.is_async_trainer(trainer) else GRPOBinding
+        binding = AsyncGRPOBinding if AsyncGRPOBinding.fits(trainer) else GRPOBinding
         self.binding = binding(trainer, self, self.config, self._selector)
         self.trainer = trainer
         return self

@@ -236,6 +236,11 @@ class AsyncGRPOBinding(Binding):
             add_to_model_card=self.add_to_model_card,
         )
 
+    @staticmethod
+    def fits(trainer: Any) -> bool:
+        """Whether `trainer` is TRL's `AsyncGRPOTrainer` (any release; `__init__` refuses one it was not checked on)."""
+        return async_trl_private.is_async_trainer(trainer)
+
     @property
     def batch_size(self) -> int:
         """`B`: the groups one optimizer step trains on, `per_device_train_batch_size x gradient_accumulation_steps x

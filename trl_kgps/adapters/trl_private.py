@@ -2,12 +2,10 @@
 The one place where trl-kgps reaches into TRL's and transformers' trainers beyond their public API.
 
 Every member KGPS replaces, wraps or reads is named below with what KGPS does with it. Each was checked, for both
-`GRPOTrainer` and `RLOOTrainer`, on TRL 0.24.0, 0.25.1, 0.29.1, 1.0.0 and 1.16.0 (same names and signatures in all);
-the declared range starts at 0.29 because older TRL needs transformers < 5 or breaks with >= 5.3, and CI runs the
-integration tests on both ends of it (`TESTED`). `check(trainer)` runs when the callback attaches, before anything
+`GRPOTrainer` and `RLOOTrainer`, on the TRL releases in `TESTED` (same names and signatures), and CI runs the
+integration tests on both ends of that range. `check(trainer)` runs when the callback attaches, before anything
 changes, and raises naming the installed TRL if a member is missing or has another signature. Wrappers pass their
-arguments through (`*args, **kwargs`). Known differences between versions: TRL < 1.0 averages `_metrics` with NaNs
-included (KGPS logs none); TRL < 0.25 rewrote multimodal prompts in place (KGPS reads indices, not prompts).
+arguments through (`*args, **kwargs`).
 
 | member | use | kind |
 |---|---|---|

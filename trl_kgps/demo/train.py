@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 # The built-in model's warm start, shipped with the package: what `make_demo_warm_start` trained once from the recipe
 # (supervised steps, seed), so that every machine starts the demo from the same bytes. Training it again on another
 # CPU gives another network: 600 steps of a small model's training diverge with the kernels' rounding.
-DEMO_WARM_START = Path(__file__).parent / "tasks" / "demo_warm_start.safetensors"
+DEMO_WARM_START = Path(__file__).parents[1] / "tasks" / "demo_warm_start.safetensors"
 DEMO_WARM_START_RECIPE = (600, 0)
 
 # What the built-in demo changes in GRPOConfig's defaults; every one can still be set on the command line.
@@ -368,7 +368,7 @@ def make_demo_warm_start(path: Path = DEMO_WARM_START) -> dict:
     record beside it (the recipe, the final loss, the file's SHA-256 and the environment that trained it). The bytes
     depend on the CPU's kernels: the shipped file is the one every run loads.
 
-        python -c "from trl_kgps.train import make_demo_warm_start; print(make_demo_warm_start())"
+        python -c "from trl_kgps.demo.train import make_demo_warm_start; print(make_demo_warm_start())"
     """
     import platform
 
