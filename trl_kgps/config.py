@@ -1,13 +1,15 @@
 """Hyperparameters of Kalman-Guided Prompt Selection."""
 
+import argparse
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 UTILITIES = ("posterior", "point")
 OBSERVATIONS = ("binomial", "logit")
 OBJECTIVES = ("mixed", "variance")
 SELECTIONS = ("sample", "top", "thompson")
+SEE_PRESETS = "use one of those (KGPSConfig() holds the measured default, KGPSConfig.paper() the paper's choices)"
 
 # What `KGPSConfig.paper()` sets: the paper's method, exactly as published (App. B and Algorithm 1).
 PAPER = {
@@ -27,6 +29,121 @@ PAPER = {
 }
 # One filter per prompt, the batch drawn among 16 B random candidates: the default of trl-kgps 0.2.
 PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.0, "selection_temperature": 0.5}
+
+# The metadata key under which a field declares what it accepts: a `Check`, which `KGPSConfig.__post_init__` reads.
+# HfArgumentParser hands a field's whole metadata to argparse's `add_argument`, which refuses keys it does not know;
+# `action` it knows, and there a `Check` builds argparse's plain store action, so `--help` and parsing are unchanged.
+# (Not on a bool field that defaults to True: HfArgumentParser copies its metadata into a `--no_` store_false flag.)
+CHECK = "action"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """
+    What a field accepts, declared in its metadata under `CHECK`. `check_fields` raises, for the first field whose
+    value its check refuses, `ValueError("{name} must {requirement}, got {value!r}: {fix}.")`, or `". {fix}."` when
+    the fix starts a sentence of its own.
+    """
+
+    fix: str  # how to mend a refused value, e.g. "use a non-negative value such as the paper's 0.1"
+    optional: bool = False  # None is accepted too
+    then: "Check | None" = None  # a further check of a value this one accepts
+
+    def requirement(self, value, metadata) -> str | None:
+        """What a field's value must be ("be ...", "lie in ..."), or None when `value` is accepted."""
+        raise NotImplementedError
+
+    def __call__(self, **kwargs) -> argparse.Action:
+        """As argparse's `action`: the plain store action argparse builds by default."""
+        return argparse._StoreAction(**kwargs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OneOf(Check):
+    """One of the field's `choices` metadata (which argparse also reads)."""
+
+    def requirement(self, value, metadata):
+        return None if value in metadata["choices"] else f"be one of {tuple(metadata['choices'])}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Real(Check):
+    """A finite int or float (not a bool) >= `minimum`, or > it when `strict`."""
+
+    minimum: float = -math.inf
+    strict: bool = False
+
+    def requirement(self, value, metadata):
+        real = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if real and (value > self.minimum if self.strict else value >= self.minimum):
+            return None
+        bound = "" if self.minimum == -math.inf else f" > {self.minimum}" if self.strict else f" >= {self.minimum}"
+        return f"be a finite number{bound}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Integer(Check):
+    """An int (not a bool) >= `minimum`."""
+
+    minimum: int
+
+    def requirement(self, value, metadata):
+        integer = isinstance(value, int) and not isinstance(value, bool)
+        return None if integer and value >= self.minimum else f"be an integer >= {self.minimum}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interval(Check):
+    """An int, float or bool (as Python compares them) in `span`, e.g. "(0, 1]": a bracket keeps its bound in."""
+
+    span: str
+
+    def requirement(self, value, metadata):
+        return None if _inside(self.span, value) else f"lie in {self.span}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gap(Check):
+    """Any value but a number inside `span` (written as for `Interval`); the accepted values are described by `what`."""
+
+    span: str
+    what: str
+
+    def requirement(self, value, metadata):
+        return f"be {self.what}" if _inside(self.span, value) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Names(Check):
+    """A non-empty str, described by `what`; with `many`, also a non-empty list or tuple of distinct ones."""
+
+    what: str
+    many: bool = False
+
+    def requirement(self, value, metadata):
+        names = [value] if isinstance(value, str) else value if self.many and isinstance(value, (list, tuple)) else []
+        if names and all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names):
+            return None
+        return f"be {self.what}"
+
+
+def _inside(span: str, value) -> bool:
+    low, high = (float(bound) for bound in span[1:-1].split(","))
+    if not isinstance(value, (int, float)):
+        return False
+    return (value > low if span[0] == "(" else value >= low) and (value < high if span[-1] == ")" else value <= high)
+
+
+def check_fields(instance) -> None:
+    """Raises a `ValueError` for the first field, in declaration order, whose value its metadata's `Check` refuses."""
+    for f in fields(instance):
+        value, check = getattr(instance, f.name), f.metadata.get(CHECK)
+        while check is not None and not (value is None and check.optional):
+            requirement = check.requirement(value, f.metadata)
+            if requirement is not None:
+                fix = f". {check.fix}" if check.fix[0].isupper() else f": {check.fix}"
+                raise ValueError(f"{f.name} must {requirement}, got {value!r}{fix}.")
+            check = check.then
 
 
 @dataclass
@@ -59,7 +176,8 @@ class KGPSConfig:
         default=0.1,
         metadata={
             "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 ** process_noise_power is "
-            "added to every prompt's logit variance after each policy update (paper App. B: 0.1)."
+            "added to every prompt's logit variance after each policy update (paper App. B: 0.1).",
+            CHECK: Real(minimum=0.0, fix="use a non-negative value such as the paper's 0.1"),
         },
     )
     initial_variance: float = field(
@@ -68,7 +186,8 @@ class KGPSConfig:
             "help": "With shared_variance > 0 (the default): the prior variance of a prompt's own logit residual, "
             "around what its features predict, where residual_adaptation starts from. With shared_variance 0 (the "
             "paper): the logit variance P0 of every prompt before its first observation, set again when its warmup "
-            "observation arrives (paper App. B: 1.0)."
+            "observation arrives (paper App. B: 1.0).",
+            CHECK: Real(minimum=0.0, strict=True, fix="use a positive logit variance such as the paper's 1.0"),
         },
     )
     warmup_epochs: int = field(
@@ -77,7 +196,8 @@ class KGPSConfig:
             "help": "Epochs of uniform prompt sampling that initialise each prompt's logit mean before KGPS starts "
             "selecting (prompt-selection warmup, unrelated to learning-rate warmup). The paper uses 1; 0 (the "
             "default) selects from the first batch, every prompt starting from the shared prior (mean 0, variance "
-            "shared_variance + initial_variance), which then follows what its group has shown."
+            "shared_variance + initial_variance), which then follows what its group has shown.",
+            CHECK: Integer(minimum=0, fix="use 1 (the paper) or 0 (no warmup)"),
         },
     )
     observation: str = field(
@@ -87,6 +207,7 @@ class KGPSConfig:
             "moments of the exact posterior N(m, P) x Binomial(s | k, sigmoid(psi)); 'logit' is the paper's Kalman "
             "update on logit(clip(s/k)) with R = 1 / (k p (1 - p)).",
             "choices": list(OBSERVATIONS),
+            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
     objective: str = field(
@@ -96,6 +217,7 @@ class KGPSConfig:
             "'mixed' is the probability 1 - p^k - (1-p)^k that a group of k rollouts is mixed (GRPO learns only "
             "from those).",
             "choices": list(OBJECTIVES),
+            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
     selection: str = field(
@@ -105,13 +227,15 @@ class KGPSConfig:
             "proportion to the scores; 'top' takes the best (the paper); 'thompson' draws one logit per candidate "
             "from its belief and takes the best scores of those draws.",
             "choices": list(SELECTIONS),
+            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
     selection_temperature: float = field(
         default=1.0,
         metadata={
             "help": "selection='sample' draws each prompt with probability proportional to score ** (1 / "
-            "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 flatter."
+            "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 flatter.",
+            CHECK: Real(minimum=0.0, strict=True, fix="use a positive value such as 1"),
         },
     )
     candidates: float = field(
@@ -120,7 +244,16 @@ class KGPSConfig:
             "help": "Candidates per batch, as a multiple of the batch size B: each batch is chosen among "
             "ceil(candidates * B) prompts drawn at random (see candidate_pass), so that a round costs "
             "O(candidates * B) whatever the dataset's size. 0 (the default) chooses among all prompts every round, "
-            "as the paper does; with selection='sample' that draw is exact and still costs O(B) on average."
+            "as the paper does; with selection='sample' that draw is exact and still costs O(B) on average.",
+            CHECK: Real(
+                minimum=0.0,
+                fix="use a multiple of the batch size such as 16, or 0 to choose among all prompts",
+                then=Gap(
+                    span="(0, 1)",
+                    what="0 or at least 1 (a multiple of the batch size)",
+                    fix="use e.g. 16, or 0 to choose among all prompts",
+                ),
+            ),
         },
     )
     candidate_pass: bool = field(
@@ -135,7 +268,8 @@ class KGPSConfig:
         metadata={
             "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
             "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the filter's "
-            "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper)."
+            "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper).",
+            CHECK: Real(minimum=0.0, fix="use 0 to keep gamma fixed, or a small step size such as 0.05"),
         },
     )
     shared_drift: float = field(
@@ -143,7 +277,8 @@ class KGPSConfig:
         metadata={
             "help": "Share of each batch's mean surprise (posterior minus prior logit mean, averaged over its "
             "prompts) added to every prompt's mean, so that prompts not seen for a while follow the policy's "
-            "overall progress. 0 is off (the paper)."
+            "overall progress. 0 is off (the paper).",
+            CHECK: Real(minimum=0.0, fix="use 0 (off) or a share such as 0.1"),
         },
     )
     feature_columns: list[str] | None = field(
@@ -154,6 +289,12 @@ class KGPSConfig:
             "float vector per prompt). Categorical columns may hold at most 1,024 distinct values in all. Unset: one "
             "factor shared by all prompts. Needs shared_variance > 0.",
             "nargs": "+",
+            CHECK: Names(
+                what="distinct column names of the train dataset",
+                many=True,
+                optional=True,
+                fix="use e.g. ['level', 'type'], or None for one factor shared by all prompts",
+            ),
         },
     )
     shared_variance: float = field(
@@ -161,14 +302,19 @@ class KGPSConfig:
         metadata={
             "help": "Prior logit variance of the shared part of every prompt's success rate (the part its features "
             "predict); initial_variance is then the prior variance of the prompt's own residual. 0 turns sharing off: "
-            "one independent filter per prompt (the paper)."
+            "one independent filter per prompt (the paper).",
+            CHECK: Real(
+                minimum=0.0,
+                fix="use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
+            ),
         },
     )
     shared_noise_share: float = field(
         default=0.5,
         metadata={
             "help": "Share of each round's process noise Q = gamma * ||dtheta|| that goes to the shared part (the "
-            "rest to every prompt's residual), so that each prompt's logit variance still grows by Q."
+            "rest to every prompt's residual), so that each prompt's logit variance still grows by Q.",
+            CHECK: Interval(span="[0, 1]", fix="use e.g. 0.5 (half of the process noise to the shared part)"),
         },
     )
     residual_adaptation: float = field(
@@ -177,28 +323,36 @@ class KGPSConfig:
             "help": "With shared_variance > 0: step size of the online estimate of the residual prior variance (how "
             "far prompts spread around what their features predict), which starts at initial_variance. After each "
             "batch, it is multiplied by exp(rate * (NIS - 1)) over the batch's first observations, so a prior that "
-            "proves too confident widens for every prompt not yet seen. 0 keeps initial_variance."
+            "proves too confident widens for every prompt not yet seen. 0 keeps initial_variance.",
+            CHECK: Real(minimum=0.0, fix="use 0 to keep initial_variance, or a small step size such as 0.05"),
         },
     )
     group_size: int | None = field(
         default=None,
         metadata={
             "help": "k in the 'mixed' objective. Unset: the rollouts per prompt of the latest observation "
-            "(TRL's num_generations), 8 before the first."
+            "(TRL's num_generations), 8 before the first.",
+            CHECK: Integer(minimum=1, optional=True, fix="use TRL's num_generations, or None"),
         },
     )
     process_noise_power: float = field(
         default=1.0,
         metadata={
             "help": "Power p of the parameter-update norm in Q = gamma * ||dtheta||^p. 1 is the method section and "
-            "Algorithm 1; 2 is the ablation table's gamma * ||dtheta||^2."
+            "Algorithm 1; 2 is the ablation table's gamma * ||dtheta||^2.",
+            CHECK: Real(minimum=0.0, strict=True, fix="use 1 (the paper's method) or 2 (its ablation table)"),
         },
     )
     fixed_process_noise: float | None = field(
         default=None,
         metadata={
             "help": "If set, Q takes this constant value every round, whatever the policy update was: the paper's "
-            "'fixed Q' ablation. Leave unset for the update-coupled Q."
+            "'fixed Q' ablation. Leave unset for the update-coupled Q.",
+            CHECK: Real(
+                minimum=0.0,
+                optional=True,
+                fix="use a non-negative logit variance per round, or None for the update-coupled Q",
+            ),
         },
     )
     utility: str = field(
@@ -208,12 +362,17 @@ class KGPSConfig:
             "method); 'point' scores the posterior mean only, p(1-p) at p = sigmoid(m) (the paper's 'point "
             "estimate' ablation).",
             "choices": list(UTILITIES),
+            CHECK: OneOf(fix="Use 'posterior' (the paper's method) or 'point' (its point-estimate ablation)"),
         },
     )
     quadrature_points: int = field(
         default=5,
         metadata={
-            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5). Ignored when utility='point'."
+            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5). Ignored when utility='point'.",
+            CHECK: Integer(
+                minimum=2,
+                fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
+            ),
         },
     )
 
@@ -221,14 +380,20 @@ class KGPSConfig:
         default=None,
         metadata={
             "help": "Name of the reward function whose value decides whether a completion succeeded (e.g. "
-            "'accuracy_reward'). Unset: the trainer's weighted sum of all reward functions."
+            "'accuracy_reward'). Unset: the trainer's weighted sum of all reward functions.",
+            CHECK: Names(
+                what="the name of a reward function or None",
+                optional=True,
+                fix="use the name the trainer logs it under (e.g. 'accuracy_reward')",
+            ),
         },
     )
     success_threshold: float = field(
         default=0.5,
         metadata={
             "help": "A completion succeeds when its reward (see success_reward) is >= this. 0.5 splits 0/1 rewards, "
-            "also with small bonuses or penalties added."
+            "also with small bonuses or penalties added.",
+            CHECK: Real(fix="use e.g. 0.5 for 0/1 rewards"),
         },
     )
     delta_norm_sample: float = field(
@@ -236,7 +401,8 @@ class KGPSConfig:
         metadata={
             "help": "Fraction of parameter coordinates kept to measure ||theta_t - theta_{t-1}||. 0.01 keeps one in a "
             "hundred of the trainable parameters (this rank's shard) and estimates the norm (its measured error: "
-            "docs/trl.md); 1 is exact and keeps a full copy of them (the paper's preset)."
+            "docs/trl.md); 1 is exact and keeps a full copy of them (the paper's preset).",
+            CHECK: Interval(span="(0, 1]", fix="use 1 for the exact norm or a fraction such as 0.01 to save memory"),
         },
     )
 
@@ -249,129 +415,21 @@ class KGPSConfig:
     )
 
     def __post_init__(self):
-        _check_real("gamma", self.gamma, minimum=0.0, fix="use a non-negative value such as the paper's 0.1")
-        _check_real(
-            "initial_variance",
-            self.initial_variance,
-            minimum=0.0,
-            strict=True,
-            fix="use a positive logit variance such as the paper's 1.0",
-        )
-        _check_int("warmup_epochs", self.warmup_epochs, minimum=0, fix="use 1 (the paper) or 0 (no warmup)")
-        _check_real(
-            "process_noise_power",
-            self.process_noise_power,
-            minimum=0.0,
-            strict=True,
-            fix="use 1 (the paper's method) or 2 (its ablation table)",
-        )
-        if self.fixed_process_noise is not None:
-            _check_real(
-                "fixed_process_noise",
-                self.fixed_process_noise,
-                minimum=0.0,
-                fix="use a non-negative logit variance per round, or None for the update-coupled Q",
-            )
-        if self.utility not in UTILITIES:
-            raise ValueError(
-                f"utility must be one of {UTILITIES}, got {self.utility!r}. Use 'posterior' (the paper's method) or "
-                "'point' (its point-estimate ablation)."
-            )
-        if self.success_reward is not None and (not isinstance(self.success_reward, str) or not self.success_reward):
-            raise ValueError(
-                f"success_reward must be the name of a reward function or None, got {self.success_reward!r}: use "
-                "the name the trainer logs it under (e.g. 'accuracy_reward')."
-            )
-        _check_real("success_threshold", self.success_threshold, minimum=-math.inf, fix="use e.g. 0.5 for 0/1 rewards")
-        if not (isinstance(self.delta_norm_sample, (int, float)) and 0 < self.delta_norm_sample <= 1):
-            raise ValueError(
-                f"delta_norm_sample must lie in (0, 1], got {self.delta_norm_sample!r}: use 1 for the exact norm or "
-                "a fraction such as 0.01 to save memory."
-            )
-        for name, choices in (
-            ("observation", OBSERVATIONS),
-            ("objective", OBJECTIVES),
-            ("selection", SELECTIONS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(
-                    f"{name} must be one of {choices}, got {getattr(self, name)!r}: use one of those (KGPSConfig() "
-                    "holds the measured default, KGPSConfig.paper() the paper's choices)."
-                )
-        _check_real(
-            "selection_temperature",
-            self.selection_temperature,
-            minimum=0.0,
-            strict=True,
-            fix="use a positive value such as 1",
-        )
-        _check_real(
-            "candidates",
-            self.candidates,
-            minimum=0.0,
-            fix="use a multiple of the batch size such as 16, or 0 to choose among all prompts",
-        )
-        if 0 < self.candidates < 1:
-            raise ValueError(
-                f"candidates must be 0 or at least 1 (a multiple of the batch size), got {self.candidates!r}: "
-                "use e.g. 16, or 0 to choose among all prompts."
-            )
-        _check_real(
-            "process_noise_adaptation",
-            self.process_noise_adaptation,
-            minimum=0.0,
-            fix="use 0 to keep gamma fixed, or a small step size such as 0.05",
-        )
-        _check_real("shared_drift", self.shared_drift, minimum=0.0, fix="use 0 (off) or a share such as 0.1")
+        check_fields(self)
         if self.feature_columns is not None:
-            columns = [self.feature_columns] if isinstance(self.feature_columns, str) else self.feature_columns
-            if not (
-                isinstance(columns, (list, tuple))
-                and columns
-                and all(isinstance(column, str) and column for column in columns)
-                and len(set(columns)) == len(columns)
-            ):
+            columns = self.feature_columns
+            self.feature_columns = [columns] if isinstance(columns, str) else list(columns)
+            if self.shared_variance == 0:
                 raise ValueError(
-                    f"feature_columns must be distinct column names of the train dataset, got "
-                    f"{self.feature_columns!r}: use e.g. ['level', 'type'], or None for one factor shared by all prompts."
+                    f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
+                    "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
                 )
-            self.feature_columns = list(columns)
-        _check_real(
-            "shared_variance",
-            self.shared_variance,
-            minimum=0.0,
-            fix="use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
-        )
-        if self.feature_columns is not None and self.shared_variance == 0:
-            raise ValueError(
-                f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
-                "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
-            )
-        if not (isinstance(self.shared_noise_share, (int, float)) and 0 <= self.shared_noise_share <= 1):
-            raise ValueError(
-                f"shared_noise_share must lie in [0, 1], got {self.shared_noise_share!r}: use e.g. 0.5 (half of the "
-                "process noise to the shared part)."
-            )
         if self.shared_variance > 0 and (self.shared_drift > 0 or self.observation == "logit"):
             raise ValueError(
                 "shared_variance > 0 (a factor shared across prompts) works with observation='binomial' and "
                 f"shared_drift=0, got observation={self.observation!r}, shared_drift={self.shared_drift!r}: the "
                 "shared factor already carries the pool's common drift. Set shared_variance=0 for those."
             )
-        _check_real(
-            "residual_adaptation",
-            self.residual_adaptation,
-            minimum=0.0,
-            fix="use 0 to keep initial_variance, or a small step size such as 0.05",
-        )
-        if self.group_size is not None:
-            _check_int("group_size", self.group_size, minimum=1, fix="use TRL's num_generations, or None")
-        _check_int(
-            "quadrature_points",
-            self.quadrature_points,
-            minimum=2,
-            fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
-        )
 
     @classmethod
     def paper(cls, **overrides) -> "KGPSConfig":
@@ -405,16 +463,3 @@ class KGPSConfig:
         ```
         """
         return cls(**{**PER_PROMPT, **overrides})
-
-
-def _check_real(name: str, value, *, minimum: float, fix: str, strict: bool = False) -> None:
-    is_real = isinstance(value, (int, float)) and not isinstance(value, bool)
-    too_small = is_real and (value <= minimum if strict else value < minimum)
-    if not is_real or not math.isfinite(value) or too_small:
-        bound = "" if minimum == -math.inf else f" > {minimum}" if strict else f" >= {minimum}"
-        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}: {fix}.")
-
-
-def _check_int(name: str, value, *, minimum: int, fix: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}: {fix}.")

@@ -1,8 +1,11 @@
+import argparse
 import dataclasses
+import math
 
 import pytest
 
 from trl_kgps import KGPSConfig
+from trl_kgps.config import CHECK, Gap, Integer, Interval, Names, OneOf, Real, check_fields
 
 
 def test_the_paper_preset_holds_the_papers_hyperparameters():
@@ -136,3 +139,194 @@ def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
     by_level = variant_config("kgps+wide_shared:level")
     assert by_level == dataclasses.replace(VARIANTS["kgps+wide_shared"], feature_columns=["level"])
     assert variant_config("uniform") is None and variant_config("kgps:") is None and variant_config("x:level") is None
+
+
+CHECKED = [f for f in dataclasses.fields(KGPSConfig) if CHECK in f.metadata]
+
+
+def _bounds(span):
+    low, high = (float(bound) for bound in span[1:-1].split(","))
+    return low, high
+
+
+def refused(check, metadata):
+    """Values outside what `check` declares, each with the requirement the message must state."""
+    none = [] if check.optional else [None]
+    if isinstance(check, OneOf):
+        return [("nosuch", f"be one of {tuple(metadata['choices'])}"), (None, "be one of")]
+    if isinstance(check, Real):
+        bound = "" if check.minimum == -math.inf else f" {'>' if check.strict else '>='} {check.minimum}"
+        below = [check.minimum if check.strict else check.minimum - 1] if check.minimum > -math.inf else []
+        return [(value, f"be a finite number{bound}") for value in [*below, math.nan, math.inf, "1", True, *none]]
+    if isinstance(check, Integer):
+        return [
+            (value, f"be an integer >= {check.minimum}")
+            for value in (check.minimum - 1, check.minimum + 0.0, True, *none)
+        ]
+    if isinstance(check, Interval):
+        low, high = _bounds(check.span)
+        ends = [low] * (check.span[0] == "(") + [high] * (check.span[-1] == ")")
+        return [(value, f"lie in {check.span}") for value in (low - 1, high + 1, math.nan, "0.5", *ends, *none)]
+    if isinstance(check, Gap):
+        return [(sum(_bounds(check.span)) / 2, f"be {check.what}")]
+    if isinstance(check, Names):
+        return [
+            (value, f"be {check.what}") for value in ("", 3, *([[], ["a", "a"], ["a", ""], ("a", 3)] * check.many))
+        ]
+    raise AssertionError(f"no refused values for {check!r}")
+
+
+def chain(check):
+    while check is not None:
+        yield check
+        check = check.then
+
+
+@pytest.mark.parametrize(
+    "field, value, requirement, fix",
+    [
+        (f.name, value, requirement, check.fix)
+        for f in CHECKED
+        for check in chain(f.metadata[CHECK])
+        for value, requirement in refused(check, f.metadata)
+    ],
+)
+def test_every_declared_check_refuses_a_value_outside_it_by_name_value_and_fix(field, value, requirement, fix):
+    with pytest.raises(ValueError) as error:
+        KGPSConfig(**{field: value})
+    message = str(error.value)
+    assert message.startswith(f"{field} must {requirement}"), message
+    assert f", got {value!r}" in message and message.endswith(f"{fix}."), message
+
+
+def test_every_field_but_a_flag_declares_what_it_accepts():
+    unchecked = {f.name for f in dataclasses.fields(KGPSConfig)} - {f.name for f in CHECKED}
+    assert unchecked == {"candidate_pass", "restart_on_missing_state"}
+    for f in dataclasses.fields(KGPSConfig):
+        if "choices" in f.metadata:
+            assert isinstance(f.metadata[CHECK], OneOf), f.name
+        # None, where it is the default, stays accepted; elsewhere it is refused (above).
+        assert (f.default is None) == getattr(f.metadata.get(CHECK), "optional", False), f.name
+
+
+def kept_in(check):
+    """The bounds `check` accepts."""
+    if isinstance(check, Real) and check.minimum > -math.inf and not check.strict:
+        return [check.minimum, int(check.minimum)]
+    if isinstance(check, Integer):
+        return [check.minimum]
+    if isinstance(check, Interval):
+        low, high = _bounds(check.span)
+        return [low] * (check.span[0] == "[") + [high] * (check.span[-1] == "]")
+    return []
+
+
+def test_the_bounds_a_check_keeps_in_are_accepted():
+    for f in CHECKED:
+        for value in kept_in(f.metadata[CHECK]):
+            assert getattr(KGPSConfig(**{f.name: value}), f.name) == value, (f.name, value)
+
+
+def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
+    @dataclasses.dataclass
+    class Toy:
+        level: str = dataclasses.field(default="a", metadata={"choices": ["a", "b"], CHECK: OneOf(fix="use 'a'")})
+        rate: float | None = dataclasses.field(
+            default=None,
+            metadata={
+                CHECK: Real(minimum=2.0, optional=True, fix="use 2", then=Gap(span="[3, 4)", what="x", fix="no"))
+            },
+        )
+        share: float = dataclasses.field(default=0.5, metadata={CHECK: Interval(span="(0, 1)", fix="Use a share")})
+
+    check_fields(Toy(level="b", rate=4.0))
+    with pytest.raises(ValueError, match=r"^level must be one of \('a', 'b'\), got 'c': use 'a'\.$"):
+        check_fields(Toy(level="c"))
+    Toy.__dataclass_fields__["level"].metadata["choices"].append("c")  # the checker reads the metadata as it is now
+    check_fields(Toy(level="c"))
+    with pytest.raises(ValueError, match=r"^rate must be a finite number >= 2.0, got 1.0: use 2\.$"):
+        check_fields(Toy(rate=1.0))
+    with pytest.raises(ValueError, match=r"^rate must be x, got 3.0: no\.$"):
+        check_fields(Toy(rate=3.0))
+    with pytest.raises(
+        ValueError, match=r"^share must lie in \(0, 1\), got 1\. Use a share\.$"
+    ):  # a sentence: ". Use"
+        check_fields(Toy(share=1))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"utility": "mean"},
+            "utility must be one of ('posterior', 'point'), got 'mean'. Use 'posterior' (the paper's method) or "
+            "'point' (its point-estimate ablation).",
+        ),
+        (
+            {"selection": "greedy"},
+            "selection must be one of ('sample', 'top', 'thompson'), got 'greedy': use one of those (KGPSConfig() holds "
+            "the measured default, KGPSConfig.paper() the paper's choices).",
+        ),
+        (
+            {"initial_variance": 0},
+            "initial_variance must be a finite number > 0.0, got 0: use a positive logit variance such as the paper's 1.0.",
+        ),
+        (
+            {"quadrature_points": 1},
+            "quadrature_points must be an integer >= 2, got 1: use 5 (the paper) or more nodes; for a single evaluation "
+            "at the mean set utility='point'.",
+        ),
+        (
+            {"success_threshold": math.inf},
+            "success_threshold must be a finite number, got inf: use e.g. 0.5 for 0/1 rewards.",
+        ),
+        (
+            {"candidates": 0.5},
+            "candidates must be 0 or at least 1 (a multiple of the batch size), got 0.5: use e.g. 16, or 0 to choose "
+            "among all prompts.",
+        ),
+        (
+            {"delta_norm_sample": 0},
+            "delta_norm_sample must lie in (0, 1], got 0: use 1 for the exact norm or a fraction such as 0.01 to save "
+            "memory.",
+        ),
+        (
+            {"feature_columns": ("a", "a")},
+            "feature_columns must be distinct column names of the train dataset, got ('a', 'a'): use e.g. ['level', "
+            "'type'], or None for one factor shared by all prompts.",
+        ),
+        (
+            {"success_reward": ""},
+            "success_reward must be the name of a reward function or None, got '': use the name the trainer logs it "
+            "under (e.g. 'accuracy_reward').",
+        ),
+        (
+            {"feature_columns": "level", "shared_variance": 0.0},
+            "feature_columns=['level'] needs shared_variance > 0 (it is 0): the features only act through the shared "
+            "part. Set shared_variance=1.0, or drop feature_columns.",
+        ),
+    ],
+)
+def test_messages_are_those_of_the_hand_written_checks_they_replace(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        KGPSConfig(**kwargs)
+    assert str(error.value) == message
+
+
+def test_quirks_the_hand_written_checks_accepted_stay_accepted():
+    # The two [0, 1]-style fractions compared with Python's numbers, bools included; the flags are not checked.
+    assert KGPSConfig(delta_norm_sample=True).delta_norm_sample is True
+    assert KGPSConfig(shared_noise_share=False).shared_noise_share is False
+    assert KGPSConfig(candidate_pass="yes").candidate_pass == "yes"
+    assert KGPSConfig(feature_columns=["level"]).feature_columns == ["level"]
+
+
+def test_a_check_in_the_metadata_is_a_plain_store_action_to_argparse():
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(KGPSConfig)
+    for f in CHECKED:
+        action = parser._option_string_actions[f"--{f.name}"]
+        assert type(action) is argparse._StoreAction and action.help == f.metadata["help"], f.name
+    (config,) = parser.parse_args_into_dataclasses(["--feature_columns", "level", "type", "--group_size", "4"])
+    assert (config.feature_columns, config.group_size) == (["level", "type"], 4)
