@@ -42,14 +42,34 @@ class TimedKGPS(KGPSCallback):
 
     seconds = 0.0
 
-    def _timed(self, method, *args):
+    def _timed(self, method, *args, **kwargs):
         t0 = time.perf_counter()
-        result = method(*args)
+        result = method(*args, **kwargs)
         self.seconds += time.perf_counter() - t0
         return result
 
-    def _observe(self, rewards_per_func, inputs):
-        return self._timed(super()._observe, rewards_per_func, inputs)
+    def attach(self, trainer):
+        # KGPS wraps `_calculate_rewards`: its own time is the wrapper's, less the reward functions' inside it.
+        rewards, inside = trainer._calculate_rewards, [0.0]
+
+        def reward_functions(*args, **kwargs):
+            t0 = time.perf_counter()
+            result = rewards(*args, **kwargs)
+            inside[0] += time.perf_counter() - t0
+            return result
+
+        trainer._calculate_rewards = reward_functions
+        super().attach(trainer)
+        observe = trainer._calculate_rewards
+
+        def timed(*args, **kwargs):
+            before = inside[0]
+            result = self._timed(observe, *args, **kwargs)
+            self.seconds -= inside[0] - before
+            return result
+
+        trainer._calculate_rewards = timed
+        return self
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         return self._timed(super().on_optimizer_step, args, state, control)

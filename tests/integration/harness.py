@@ -90,9 +90,9 @@ class SpyKGPS(KGPSCallback):
         super().__init__(*args, **kwargs)
         self.batches, self.lags = [], []
 
-    def _train_sampler(self, dataset=None):
-        sampler = super()._train_sampler(dataset)
-        rounds = sampler.rounds
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)  # the data loader and its sampler exist by now
+        rounds = self.sampler.rounds
         if "choose" not in vars(rounds):  # not spied on yet
             choose = rounds.choose
 
@@ -104,7 +104,6 @@ class SpyKGPS(KGPSCallback):
                 return batch
 
             rounds.choose = spy
-        return sampler
 
 
 def train(
