@@ -1,5 +1,5 @@
 """
-Every KGPS variant (`trl_kgps.variants.VARIANTS`) and every baseline in every `trl-kgps simulate` scenario, paired
+Every KGPS variant (`trl_kgps.demo.variants.VARIANTS`) and every baseline in every `trl-kgps simulate` scenario, paired
 by seed with uniform, MoPPS and GRESO.
 
 The score of a run is its final held-out accuracy in the `cpu` scenario (the one with held-out prompts) and its

@@ -22,7 +22,7 @@ git worktree add /tmp/d5e049e d5e049e && (cd /tmp/d5e049e && python benchmarks/c
    initial held-out accuracy) is set beside the real one, with their Spearman rank correlation.
 
 Writes `calibration.json` (the fitted knobs, the fit's error, the gains) and `calibration.md` into `--out`.
-`tests/unit/test_simulator.py` checks that the `cpu` scenario in `trl_kgps/simulator.py` holds these knobs.
+`tests/unit/test_simulator.py` checks that the `cpu` scenario in `trl_kgps/demo/simulator.py` holds these knobs.
 """
 
 import argparse

@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     if unknown:
         raise SystemExit(
             f"unknown regimes or methods {unknown}: regimes {list(setting.ALL_REGIMES)}, methods "
-            f"{list(methods.SUITE + methods.OTHERS)} or a name in trl_kgps.variants.VARIANTS."
+            f"{list(methods.SUITE + methods.OTHERS)} or a name in trl_kgps.demo.variants.VARIANTS."
         )
     try:
         seeds = [int(seed) for seed in args.seeds.split(",")]

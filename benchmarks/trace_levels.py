@@ -11,8 +11,8 @@ python benchmarks/trace_levels.py --regime base --method kgps --seed 0          
 python benchmarks/trace_levels.py --regime base --method kgps+wider_shared:level --seed 0  # a prior of 16: collapse
 ```
 
-docs/algorithm.md (collapse) quotes these two. Works for the KGPS methods (`kgps`, `kgps_global`, any
-`trl_kgps.variants.VARIANTS` name with `:level`); other selectors have no scores to trace.
+benchmarks/RECORD.md (collapse) quotes these two. Works for the KGPS methods (`kgps`, `kgps_global`, any
+`trl_kgps.demo.variants.VARIANTS` name with `:level`); other selectors have no scores to trace.
 """
 
 import argparse

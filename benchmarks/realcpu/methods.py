@@ -2,7 +2,7 @@
 Every method the testbed compares, by name: the library's selectors (`uniform`, `kgps` the default reading the
 dataset's `level` column as `trl-kgps train` does, `kgps_global` the default with no column, `kgps_per_prompt` the
 per-prompt default of trl-kgps 0.2, `kgps_paper`, `mopps`, `greso`, `dps`, and every configuration in
-`trl_kgps.variants.VARIANTS`, alone or with `:level` or `:embedding` as its feature), and benchmark-only ones that
+`trl_kgps.demo.variants.VARIANTS`, alone or with `:level` or `:embedding` as its feature), and benchmark-only ones that
 know what no real selector can:
 
 - `oracle`: every training prompt's current true success `p`, re-measured before every batch;
@@ -18,7 +18,7 @@ know what no real selector can:
   trains on them (what choosing from stale beliefs costs); `kgps_ahead1` is the default itself, bit for bit.
 
 The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
-`u = 1 - p^G - (1 - p)^G` (`trl_kgps.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
+`u = 1 - p^G - (1 - p)^G` (`trl_kgps.demo.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
 """
 
 from collections import deque

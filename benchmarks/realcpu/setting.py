@@ -6,7 +6,7 @@ Why the warm start is a committed file: it is 2,500 supervised AdamW steps at a 
 training is chaotic. The rounding of torch's AVX-512 kernels and of its AVX2 kernels (which an AMD EPYC of the
 Zen 2/3 generations runs) differs in the last bits, and after 2,500 steps the two networks differ by 15-98 % of each
 weight matrix's norm while scoring the same held-out accuracy (0.361). RL from them does not learn at the same
-speed: uniform gained +0.19 from one and +0.13 from the other (docs/benchmarks.md). The RL phase itself is not
+speed: uniform gained +0.19 from one and +0.13 from the other (benchmarks/RECORD.md). The RL phase itself is not
 sensitive that way. So the benchmark starts every run from the same bytes, `warm_start_<seed>.safetensors`, made
 once by `python benchmarks/real_cpu.py --make_warm_start <seed>`. Which warm start a regime uses is part of the regime:
 two networks trained by the same recipe are two policies, and the suite measures selectors on both.

@@ -1,4 +1,4 @@
-"""How every torchrun script here ends (docs/reliability.md, "Exiting cleanly after gloo collectives")."""
+"""How every torchrun script here ends (tests/RECORD.md, "Exiting cleanly after gloo collectives")."""
 
 import os
 import sys

@@ -1,7 +1,7 @@
 """
 The README's demo figures against what `trl-kgps train` prints, within the spread the README states: every machine
 starts from the warm start shipped with the package, and only the kernels' rounding moves the RL run. The figures are
-a CPU's: on a machine with a GPU the demo runs with CUDA hidden. The speed tables' bytes (docs/benchmarks.md) are
+a CPU's: on a machine with a GPU the demo runs with CUDA hidden. The speed tables' bytes (benchmarks/RECORD.md) are
 numpy's, on any machine.
 """
 
@@ -20,7 +20,7 @@ from trl_kgps.demo.cli import main
 
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
-SPEED = (ROOT / "docs" / "benchmarks.md").read_text()  # the speed tables
+SPEED = (ROOT / "benchmarks" / "RECORD.md").read_text()  # the speed tables
 # Measured across AVX-512, AVX2 and plain kernels (ATEN_CPU_CAPABILITY), and stated in the README: held-out accuracy
 # before RL, after RL (overall and per level), and times selected per prompt.
 SPREAD = {"before": 0.005, "all": 0.01, "level": 0.02, "times selected": 0.1}
