@@ -200,3 +200,34 @@ def test_a_variant_shares_by_level_only_where_the_scenario_has_levels():
     assert len(by_level.heldout) == len(alone.heldout) and by_level.heldout != alone.heldout  # other selections
     with pytest.raises(ValueError, match=r"'kgps:level' shares by level, but scenario 'base' has no levels"):
         simulate("kgps:level", SCENARIOS["base"], steps=2)
+
+
+@pytest.mark.parametrize("method", ["kgps", "kgps_paper", "mopps", "ds", "oracle"])
+def test_the_trace_measures_what_the_selection_engine_returns(monkeypatch, method):
+    from trl_kgps.engine.engine import SelectionEngine
+
+    scored, norms = [], []
+    observe, predict = SelectionEngine.observe, SelectionEngine.predict
+
+    def observe_spy(self, batch, successes, trials, **kwargs):
+        result = observe(self, batch, successes, trials, **kwargs)
+        scored.append(result[1])
+        return result
+
+    def predict_spy(self, delta_norm):
+        norms.append(delta_norm)
+        return predict(self, delta_norm)
+
+    monkeypatch.setattr(SelectionEngine, "observe", observe_spy)
+    monkeypatch.setattr(SelectionEngine, "predict", predict_spy)
+    trace = simulate(method, SMALL, 12, seed=3)
+    warmup = SMALL.num_prompts // SMALL.batch_size
+    assert len(scored) == warmup + 12 and all(m["kgps/lag"] == 0 for m in scored)  # each scored before the next
+    # Methods with a warmup start widening after it; the oracle and KGPS without one, from the first step.
+    assert len(norms) == (warmup + 12 if method in ("kgps", "oracle") else 12)
+    after = scored[warmup:]
+    assert trace.mae == [m["kgps/mae"] for m in after]
+    np.testing.assert_equal(trace.spearman, [m.get("kgps/spearman", np.nan) for m in after])
+    assert trace.informative_share == [m["kgps/informative"] for m in after]
+    assert trace.repeats == [m["kgps/repeats"] for m in after]
+    assert trace.coverage == [m["kgps/coverage"] for m in after]

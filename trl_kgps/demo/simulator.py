@@ -36,6 +36,12 @@ every prompt of level \\(l\\) also moves by
 `heldout_prompts` more prompts per level are never trained; they follow the level's moves (and the noise), and
 their mean success is the held-out accuracy (`Trace.heldout`). `schedule="linear"` decays the learning rate
 linearly to 0, as TRL's default scheduler does.
+
+**The engine.** Every method runs in the `SelectionEngine` that training runs (`trl_kgps.engine.engine`): it chooses
+each batch (the warmup's, then the selector's), feeds the outcomes to the selector and returns the batch's `kgps/*`
+metrics, which the trace takes its estimation and locking measurements from, and widens the beliefs. Unlike
+training, each batch is scored before the next is chosen (lag 0). DS and the oracles run in it as selectors too:
+DS's `select` rolls its candidates out, the oracle's reads the logits.
 """
 
 import math
@@ -43,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine.metrics import spearman
+from ..engine.engine import SelectionEngine
 from ..selectors import SELECTORS, build_selector
 from .variants import VARIANTS, variant_config
 
@@ -158,22 +164,66 @@ def oracle_batch(
 
 
 class _Oracle:
-    """Knows every prompt's logit and chooses by `oracle_batch`; `oracle_greedy` takes the most likely."""
+    """
+    Knows every prompt's logit `psi` (the simulator's array, which it moves in place) and chooses by `oracle_batch`;
+    `oracle_greedy` takes the most likely. A selector for the engine, which it runs without a warmup; it learns
+    nothing from the outcomes.
+    """
 
     def __init__(self, psi: np.ndarray, rollouts: int, seed: int, greedy: bool):
         self.psi, self.k, self.greedy, self.rng = psi, rollouts, greedy, np.random.default_rng([seed, 4])
+        self.num_prompts = psi.size
 
-    def select(self, batch_size: int) -> np.ndarray:
-        return oracle_batch(1 / (1 + np.exp(-self.psi)), self.k, batch_size, self.rng, self.greedy)
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        return oracle_batch(1 / (1 + np.exp(-self.psi)), self.k, batch_size, self.rng, self.greedy, exclude)
 
     def predicted_success(self, indices: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-self.psi[indices]))
+
+    def initialize(self, indices, successes, trials) -> None:
+        pass
 
     def update(self, indices, successes, trials) -> None:
         pass
 
     def predict(self, delta_norm) -> None:
         pass
+
+
+class _DynamicSampling:
+    """
+    DS as a selector for the engine: its `select` rolls out candidates in `uniform`'s order (TRL's), drawing from the
+    simulator's `world` with its logits `psi` (moved in place), and returns the `B` groups it kept; `take()` hands the
+    simulator their successes and the rollouts spent on them, so that the batch is not rolled out again. The
+    outcomes, the warmup and the beliefs are `uniform`'s.
+    """
+
+    def __init__(self, uniform, psi: np.ndarray, rollouts: int, world: np.random.Generator):
+        self.uniform, self.psi, self.k, self.world = uniform, psi, rollouts, world
+        self.num_prompts = uniform.num_prompts
+        self._drawn: tuple[np.ndarray, int] | None = None
+
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        batch, successes, used = _dynamic_sampling(self.uniform, self.psi, batch_size, self.k, self.world, exclude)
+        self._drawn = (successes, used)
+        return batch
+
+    def take(self) -> tuple[np.ndarray, int] | None:
+        """The successes `(B,)` of the batch `select` last returned and the rollouts spent on it, once; else `None`."""
+        drawn, self._drawn = self._drawn, None
+        return drawn
+
+    def predicted_success(self, indices=None) -> np.ndarray:
+        return self.uniform.predicted_success(indices)
+
+    def initialize(self, indices, successes, trials) -> None:
+        self.uniform.initialize(indices, successes, trials)
+
+    def update(self, indices, successes, trials) -> None:
+        self.uniform.update(indices, successes, trials)
+
+    def predict(self, delta_norm) -> None:
+        self.uniform.predict(delta_norm)
 
 
 def _selector(method: str, config, num_prompts: int, seed: int, level: np.ndarray | None = None):
@@ -209,39 +259,39 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         selector = _Oracle(psi, k, seed, greedy=method == "oracle_greedy")
     else:
         selector = _selector(method, config, scenario.num_prompts, seed, level if scenario.level_means else None)
+    dynamic = _DynamicSampling(selector, psi, k, world) if method == "ds" else None
     warmup = scenario.num_prompts // B
     total = warmup + steps
-    trace, seen, spent, previous = Trace(), np.zeros(scenario.num_prompts, dtype=bool), 0, np.empty(0, dtype=np.int64)
+    # One warmup epoch, in the simulator's own order (its stream [seed, 2], not the engine's [seed, 0]).
     order = np.random.default_rng([seed, 2]).permutation(scenario.num_prompts)
+    engine = SelectionEngine(
+        dynamic if dynamic is not None else selector,
+        B,
+        0 if no_warmup else warmup,
+        seed,
+        warmup_permutation=lambda epoch: order,
+    )
+    trace, spent, trials = Trace(), 0, np.full(B, k)
     if scenario.level_means:
         times_trained = np.zeros(scenario.num_prompts)
         _record_levels(trace, psi, heldout, level)
     for t in range(total):
-        if t < warmup and not no_warmup:
-            batch = order[t * B : (t + 1) * B]
-            s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
-            spent += B * k
-            selector.initialize(batch, s, np.full(B, k))
+        batch = engine.choose()
+        drawn = dynamic.take() if dynamic is not None else None  # DS rolled its batch out as it chose it
+        if drawn is None:
+            s, used = world.binomial(k, 1 / (1 + np.exp(-psi[batch]))), B * k
         else:
-            if method == "ds":
-                batch, s, used = _dynamic_sampling(selector, psi, B, k, world)
-                spent += used
-            else:
-                batch = selector.select(B)
-                s = world.binomial(k, 1 / (1 + np.exp(-psi[batch])))
-                spent += B * k
-            if t >= warmup:  # the oracle selects from the first step; every method is measured after the warmup
-                predicted = selector.predicted_success(batch)
-                empirical, truth = s / k, 1 / (1 + np.exp(-psi[batch]))
-                trace.mae.append(float(np.abs(predicted - empirical).mean()))
-                trace.mae_true.append(float(np.abs(predicted - truth).mean()))
-                trace.spearman.append(spearman(predicted, empirical))
-                trace.informative_share.append(float(np.mean((s > 0) & (s < k))))
-                trace.repeats.append(float(np.isin(batch, previous).mean()))
-            selector.update(batch, s, np.full(B, k))
+            s, used = drawn
+        spent += used
+        scored, metrics = engine.observe(batch, s, trials)
+        if t >= warmup:  # the oracle selects from the first step; every method is measured after the warmup
+            truth = 1 / (1 + np.exp(-psi[batch]))
+            trace.mae.append(metrics["kgps/mae"])
+            trace.mae_true.append(float(np.abs(scored.predicted - truth).mean()))
+            trace.spearman.append(metrics.get("kgps/spearman", float("nan")))  # left out where undefined
+            trace.informative_share.append(metrics["kgps/informative"])
+            trace.repeats.append(metrics["kgps/repeats"])
         variance = (s / k) * (1 - s / k)
-        seen[batch] = True
-        previous = batch
         if scenario.schedule == "linear":
             eta = scenario.learning_rate * (1 - t / total)
         else:
@@ -267,12 +317,14 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         psi += eta * step
         if scenario.level_means:
             _record_levels(trace, psi, heldout, level)
+        # The engine widens the beliefs once the warmup's last batch is scored; the simulator has always moved the
+        # policy by that batch without widening them, and starts with the first step after the warmup.
         if t >= warmup or no_warmup:
-            selector.predict(scenario.norm_scale * eta)
+            engine.predict(scenario.norm_scale * eta)
         if t >= warmup:
             trace.rollouts.append(spent)
             trace.success.append(float(np.mean(1 / (1 + np.exp(-psi)))))
-            trace.coverage.append(float(seen.mean()))
+            trace.coverage.append(metrics["kgps/coverage"])
     return trace
 
 
@@ -288,11 +340,15 @@ def _level_moves(scenario: Scenario, g: np.ndarray, level: np.ndarray, psi: np.n
     return scenario.level_transfer * g[level] * (scenario.ceiling - psi) - scenario.forgetting * (g.sum() - g[level])
 
 
-def _dynamic_sampling(selector, psi, B, k, world):
-    """DAPO's dynamic sampling: roll out candidates in uniform order, keep groups with 0 < s < k, until B are kept."""
+def _dynamic_sampling(selector, psi, B, k, world, exclude=None):
+    """
+    DAPO's dynamic sampling: roll out candidates in uniform order, keep groups with 0 < s < k, until B are kept.
+    Returns the kept prompts `(B,)`, their successes `(B,)` and the rollouts spent; never one of `exclude`.
+    """
     kept, outcomes, used = [], [], 0
     for _ in range(50):  # at most 50 candidate batches a step, then the batch is topped up with what was drawn
-        candidates = selector.select(B, exclude=np.asarray(kept, dtype=np.int64))
+        excluded = kept if exclude is None else [*np.asarray(exclude).tolist(), *kept]
+        candidates = selector.select(B, exclude=np.asarray(excluded, dtype=np.int64))
         s = world.binomial(k, 1 / (1 + np.exp(-psi[candidates])))
         used += B * k
         mixed = (s > 0) & (s < k)

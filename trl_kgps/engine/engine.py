@@ -15,6 +15,7 @@ and the norms come from.
 """
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -33,6 +34,8 @@ class SelectionEngine:
         batch_size (`int`): `B`, distinct prompts per generation batch.
         warmup_batches (`int`, *optional*, defaults to `0`): uniform batches first (see `Rounds`).
         seed (`int`, *optional*, defaults to `0`): seeds the warmup's permutations.
+        warmup_permutation (`Callable[[int], np.ndarray]`, *optional*): the warmup's permutation of epoch `e`, in
+            place of the seeded one (see `Rounds`).
 
     Attributes:
         rounds (`Rounds`): the bookkeeping: pending batches, counters, prompts observed.
@@ -40,9 +43,16 @@ class SelectionEngine:
             functions.
     """
 
-    def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
+    def __init__(
+        self,
+        selector: PromptSelector,
+        batch_size: int,
+        warmup_batches: int = 0,
+        seed: int = 0,
+        warmup_permutation: Callable[[int], np.ndarray] | None = None,
+    ):
         self.selector = selector
-        self.rounds = Rounds(selector, batch_size, warmup_batches, seed)
+        self.rounds = Rounds(selector, batch_size, warmup_batches, seed, warmup_permutation)
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
 

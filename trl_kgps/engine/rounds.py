@@ -12,6 +12,7 @@ scored in the order they were chosen, except after a resume, which may skip or r
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +100,8 @@ class Rounds:
             permutation per epoch of `num_prompts // B` batches, TRL's order — whose outcomes initialise each prompt's
             belief on its first observation; no process noise is added until they are all scored.
         seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
+        warmup_permutation (`Callable[[int], np.ndarray]`, *optional*): the permutation of the prompts that warmup
+            epoch `e` takes its batches from, in place of the one seeded by `[seed, e]` (the simulator keeps its own).
 
     Attributes:
         pending (`deque[Pending]`): chosen batches not yet scored, oldest first.
@@ -110,13 +113,21 @@ class Rounds:
             `unique_prompts`) each `Observed` carries.
     """
 
-    def __init__(self, selector: PromptSelector, batch_size: int, warmup_batches: int = 0, seed: int = 0):
+    def __init__(
+        self,
+        selector: PromptSelector,
+        batch_size: int,
+        warmup_batches: int = 0,
+        seed: int = 0,
+        warmup_permutation: Callable[[int], np.ndarray] | None = None,
+    ):
         num_prompts = selector.num_prompts
         check_batch_size(batch_size, num_prompts)
         self.selector = selector
         self.batch_size = batch_size
         self.warmup_batches = warmup_batches
         self.seed = seed
+        self.warmup_permutation = warmup_permutation
         self.pending: deque[Pending] = deque()
         self.batches_chosen = 0
         self.batches_scored = 0
@@ -155,7 +166,11 @@ class Rounds:
             # e.g. permutation [2, 4, 3, 1, 0, 6, 5], B = 3 -> [2, 4, 3], then [1, 0, 6] (the tail is dropped)
             epoch, position = divmod(self.batches_chosen, self.batches_per_epoch)
             if self._warmup_order[0] != epoch:
-                self._warmup_order = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts))
+                if self.warmup_permutation is None:
+                    order = np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts)
+                else:
+                    order = np.asarray(self.warmup_permutation(epoch))
+                self._warmup_order = (epoch, order)
             batch = self._warmup_order[1][position * self.batch_size : (position + 1) * self.batch_size]
         else:
             start = time.perf_counter()
