@@ -61,16 +61,16 @@ class EngineLog(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         engine, service = self.kgps.engine, self.kgps.binding.service
         self.loaded = snapshot(engine)
-        choose, score, predict, hand = engine.choose, engine.score, engine.predict, service.choose
+        choose, observe, predict, hand = engine.choose, engine.observe, engine.predict, service.choose
 
         def spy_choose():
             batch = choose()
             self.ops.append(("choose", batch.copy()))
             return batch
 
-        def spy_score(batch, s, k, *, in_order=True):
-            self.ops.append(("score", np.array(batch), np.array(s), np.array(k)))
-            return score(batch, s, k, in_order=in_order)
+        def spy_observe(batch, s, k, *, in_order=True):
+            self.ops.append(("observe", np.array(batch), np.array(s), np.array(k)))
+            return observe(batch, s, k, in_order=in_order)
 
         def spy_predict(delta_norm):
             self.ops.append(("predict", delta_norm))
@@ -81,7 +81,7 @@ class EngineLog(TrainerCallback):
             self.handed.append(indices)
             return batch_id, indices
 
-        engine.choose, engine.score, engine.predict, service.choose = spy_choose, spy_score, spy_predict, spy_hand
+        engine.choose, engine.observe, engine.predict, service.choose = spy_choose, spy_observe, spy_predict, spy_hand
 
 
 def snapshot(engine):
@@ -119,7 +119,7 @@ def replay(engine, ops):
     for op in ops:
         if op[0] == "choose":
             np.testing.assert_array_equal(engine.choose(), op[1])
-        elif op[0] == "score":
+        elif op[0] == "observe":
             engine.observe(op[1], op[2], op[3], in_order=False)
         else:
             engine.predict(op[1])
@@ -167,13 +167,13 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
     # The selector's state is exactly what the logged choices, outcomes and norms make of a fresh one.
     assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine("kgps", dataset), log.ops)))
     # Those outcomes are the rewards the reward function gave those prompts, in the worker's process.
-    fed = collections.Counter((int(i), int(s)) for op in log.ops if op[0] == "score" for i, s in zip(op[1], op[2]))
+    fed = collections.Counter((int(i), int(s)) for op in log.ops if op[0] == "observe" for i, s in zip(op[1], op[2]))
     scored = collections.Counter(groups_scored_by_the_worker(rewards))
     assert fed and not fed - scored
     # The groups scored and not fed are those of the batches still in flight when training ended.
     in_flight = kgps.binding.service.in_flight.values()
     assert sum((scored - fed).values()) == sum(r is not None for batch in in_flight for r in batch.rewards)
-    assert all((op[3] == G).all() for op in log.ops if op[0] == "score")
+    assert all((op[3] == G).all() for op in log.ops if op[0] == "observe")
     # One norm a weight sync (every step), widening beliefs once the warmup (none) is over.
     assert sum(op[0] == "predict" for op in log.ops) == 6
     # The stand-in attention is the real kernel's computation: the first step is on-policy, its ratio exactly 1.
@@ -214,7 +214,7 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     assert collections.Counter(scored) <= collections.Counter(handed)
     rounds = kgps.rounds
     chosen = [op[1] for op in log.ops if op[0] == "choose"]
-    fed = [tuple(op[1]) for op in log.ops if op[0] == "score"]
+    fed = [tuple(op[1]) for op in log.ops if op[0] == "observe"]
     assert len(fed) == len(set(fed)) == rounds.batches_scored > 0  # each batch fed once (pending ones are distinct)
     assert collections.Counter(fed) <= collections.Counter(tuple(batch) for batch in chosen)
     assert rounds.batches_chosen == len(chosen) and rounds.times_selected.sum() == len(chosen) * B
@@ -231,7 +231,7 @@ def test_groups_whose_samples_the_trainer_drops_as_stale_still_reach_the_selecto
     trainer, kgps, log, _, rewards = train(tmp_path, delay_seed=0, in_flight=4 * G, max_staleness=0, max_steps=6)
     dropped = sum(entry.get("sample/dropped_stale_total", 0) for entry in trainer.state.log_history)
     assert dropped > 0
-    fed = sum(len(op[1]) for op in log.ops if op[0] == "score")
+    fed = sum(len(op[1]) for op in log.ops if op[0] == "observe")
     in_flight = sum(r is not None for batch in kgps.binding.service.in_flight.values() for r in batch.rewards)
     assert fed + in_flight == len(groups_scored_by_the_worker(rewards))
 
