@@ -1,8 +1,16 @@
-"""Independent scalar oracles, written from the paper's equations with `math` only."""
+"""
+Independent oracles: the paper's equations one prompt at a time with `math` only, the exact binomial posterior by
+scipy's adaptive quadrature, and the exact joint Kalman filter with a dense covariance (fed the same moment-matched
+observations as the shared factor, so that what differs is the mean field alone).
+"""
 
 import math
 
 import numpy as np
+from scipy import integrate, stats
+
+from trl_kgps.selectors._binomial import posterior_moments
+from trl_kgps.selectors.shared import pseudo_observations
 
 
 def sigmoid(x: float) -> float:
@@ -48,3 +56,47 @@ def gauss_hermite_utility(m: float, P: float, n: int = 5) -> float:
     return sum(
         wj * sigmoid(m + math.sqrt(2 * P) * xj) * sigmoid(-(m + math.sqrt(2 * P) * xj)) for xj, wj in zip(x, w)
     ) / math.sqrt(math.pi)
+
+
+def posterior_by_quadrature(m: float, P: float, s: int, k: int) -> tuple[float, float]:
+    """The mean and variance of N(psi; m, P) Binomial(s | k, sigmoid(psi)), normalised, by adaptive quadrature."""
+
+    def density(psi):
+        return stats.norm.pdf(psi, m, np.sqrt(P)) * stats.binom.pmf(s, k, 1 / (1 + np.exp(-psi)))
+
+    lo, hi = m - 15 * np.sqrt(P) - 2, m + 15 * np.sqrt(P) + 2
+    Z = integrate.quad(density, lo, hi, limit=400, epsabs=1e-13)[0]
+    mean = integrate.quad(lambda x: x * density(x), lo, hi, limit=400, epsabs=1e-13)[0] / Z
+    var = integrate.quad(lambda x: (x - mean) ** 2 * density(x), lo, hi, limit=400, epsabs=1e-13)[0] / Z
+    return mean, var
+
+
+class DenseKalman:
+    """The exact Kalman filter over x = (beta, r_1 .. r_N), with its full covariance; psi_i = z_i^T beta + r_i."""
+
+    def __init__(self, rows: np.ndarray, shared_variance: float, residual_variance: float):
+        N, D = rows.shape
+        self.H = np.hstack([rows, np.eye(N)])  # (N, D + N): psi = H x
+        self.D = D
+        self.x = np.zeros(D + N)
+        self.C = np.diag([shared_variance] * D + [residual_variance] * N)
+
+    def predict(self, shared_noise: float, residual_noise: float) -> None:
+        self.C += np.diag([shared_noise] * self.D + [residual_noise] * (self.C.shape[0] - self.D))
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.H @ self.x, np.einsum("nd,de,ne->n", self.H, self.C, self.H)
+
+    def absorb(self, indices: np.ndarray, y: np.ndarray, R: np.ndarray) -> None:
+        H = self.H[indices]
+        S = H @ self.C @ H.T + np.diag(R)
+        K = np.linalg.solve(S, H @ self.C).T
+        self.x = self.x + K @ (y - H @ self.x)
+        self.C = self.C - K @ H @ self.C
+        self.C = (self.C + self.C.T) / 2
+
+    def update(self, indices: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
+        """The binomial outcomes, each moment-matched from its marginal as the shared factor does (one site each)."""
+        mean, variance = self.moments()
+        a, S = mean[indices], variance[indices]
+        self.absorb(indices, *pseudo_observations(a, S, *posterior_moments(a, S, s, k)))

@@ -4,6 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
+from reference import posterior_by_quadrature
 from scipy import integrate, stats
 
 from trl_kgps import KGPSConfig, KGPSSelector
@@ -12,24 +13,13 @@ from trl_kgps.selectors._draw import CandidatePass, draw, random_candidates, who
 from trl_kgps.selectors._utility import expected_mixed_group_probability, mixed_group_probability
 
 
-def _posterior_by_quad(m, P, s, k):
-    def density(psi):
-        return stats.norm.pdf(psi, m, np.sqrt(P)) * stats.binom.pmf(s, k, 1 / (1 + np.exp(-psi)))
-
-    lo, hi = m - 15 * np.sqrt(P) - 2, m + 15 * np.sqrt(P) + 2
-    Z = integrate.quad(density, lo, hi, limit=400, epsabs=1e-13)[0]
-    mean = integrate.quad(lambda x: x * density(x), lo, hi, limit=400, epsabs=1e-13)[0] / Z
-    var = integrate.quad(lambda x: (x - mean) ** 2 * density(x), lo, hi, limit=400, epsabs=1e-13)[0] / Z
-    return mean, var
-
-
 @pytest.mark.parametrize(
     "m, P, s, k",
     [(0.0, 1.0, 8, 8), (0.0, 1.0, 4, 8), (2.5, 0.3, 0, 8), (-3.0, 4.0, 1, 16), (1.0, 20.0, 64, 64), (0.0, 1e-3, 0, 8)],
 )
 def test_binomial_update_matches_the_exact_posterior_moments(m, P, s, k):
     mean, var = posterior_moments(np.array([m]), np.array([P]), np.array([s]), np.array([k]))
-    exact_mean, exact_var = _posterior_by_quad(m, P, s, k)
+    exact_mean, exact_var = posterior_by_quadrature(m, P, s, k)
     assert mean[0] == pytest.approx(exact_mean, abs=1e-4)
     assert var[0] == pytest.approx(exact_var, rel=1e-3)
 

@@ -198,6 +198,7 @@ def test_the_core_install_is_what_training_imports():
     # Every third-party module the package imports outside the demo (`demo/`, `tasks/`) is a core dependency, or
     # transformers' own (`huggingface_hub`); peft, math-verify and matplotlib are the `demo` extra's.
     import ast
+
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

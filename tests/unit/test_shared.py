@@ -5,42 +5,10 @@ the shared factor and every residual, and its feature rows against their definit
 
 import numpy as np
 import pytest
-from reference import gauss_hermite_utility
+from reference import DenseKalman, gauss_hermite_utility
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.selectors._binomial import posterior_moments
-from trl_kgps.selectors.shared import SharedFactor, design, pseudo_observations
-
-
-class DenseKalman:
-    """The exact Kalman filter over x = (beta, r_1 .. r_N), with its full covariance; psi_i = z_i^T beta + r_i."""
-
-    def __init__(self, rows: np.ndarray, shared_variance: float, residual_variance: float):
-        N, D = rows.shape
-        self.H = np.hstack([rows, np.eye(N)])  # (N, D + N): psi = H x
-        self.D = D
-        self.x = np.zeros(D + N)
-        self.C = np.diag([shared_variance] * D + [residual_variance] * N)
-
-    def predict(self, shared_noise: float, residual_noise: float) -> None:
-        self.C += np.diag([shared_noise] * self.D + [residual_noise] * (self.C.shape[0] - self.D))
-
-    def moments(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.H @ self.x, np.einsum("nd,de,ne->n", self.H, self.C, self.H)
-
-    def absorb(self, indices: np.ndarray, y: np.ndarray, R: np.ndarray) -> None:
-        H = self.H[indices]
-        S = H @ self.C @ H.T + np.diag(R)
-        K = np.linalg.solve(S, H @ self.C).T
-        self.x = self.x + K @ (y - H @ self.x)
-        self.C = self.C - K @ H @ self.C
-        self.C = (self.C + self.C.T) / 2
-
-    def update(self, indices: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
-        """The binomial outcomes, each moment-matched from its marginal as the shared factor does (one site each)."""
-        mean, variance = self.moments()
-        a, S = mean[indices], variance[indices]
-        self.absorb(indices, *pseudo_observations(a, S, *posterior_moments(a, S, s, k)))
+from trl_kgps.selectors.shared import SharedFactor, design
 
 
 def _pool(num_groups=4, per_group=10):

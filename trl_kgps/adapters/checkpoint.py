@@ -15,6 +15,7 @@ from ..engine import state_file
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
 
+
 logger = logging.getLogger(__name__)
 
 # Fields that only say how rewards are read or how the norm is measured: a run may resume with other values.

@@ -98,3 +98,12 @@ def predictive_moments(m: np.ndarray, P: np.ndarray, k: np.ndarray) -> tuple[np.
     var_p = np.maximum((p**2) @ w - mean_p**2, 0.0)
     bernoulli = (p * (1.0 - p)) @ w
     return k * mean_p, k * bernoulli + k**2 * var_p
+
+
+def innovations_squared(m: np.ndarray, P: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+    r"""
+    Each prompt's normalized innovation squared \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under its prior
+    \\(\mathcal{N}(m, P)\\) (`predictive_moments`): shape `(n,)`, float64, 1 on average when the prior is right.
+    """
+    predicted, spread = predictive_moments(m, P, k)
+    return (s - predicted) ** 2 / spread

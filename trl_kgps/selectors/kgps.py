@@ -1,8 +1,8 @@
 r"""
-The KGPS estimator: the paper's Gaussian filter per prompt over the logit of its success rate, with the default's
-named departures — a factor shared across prompts (`shared.py`), the exact binomial update, and a batch drawn over
-the whole pool in proportion to the posterior-expected utility instead of the paper's exact top-B. Framework-free
-(numpy only) and vectorised over all prompts.
+The KGPS estimator's public class: a facade over the filter its config picks — `per_prompt.PerPromptFilter` (the
+paper's, `shared_variance=0`) or `shared_filter.SharedFilter` (the default: a factor shared across prompts) — that
+validates every input, selects over the filter's moments (`_utility`, `_ranking`, `_draw`), calibrates the process
+noise, and assembles the state dict. Framework-free (numpy only) and vectorised over all prompts.
 """
 
 import dataclasses
@@ -13,32 +13,27 @@ from typing import Any
 import numpy as np
 
 from ..config import KGPSConfig
-from ._binomial import posterior_moments, predictive_moments
 from ._checks import (
     as_batch_size,
     as_delta_norms,
     as_index_array,
     as_num_prompts,
     as_observations,
-    check_finite_state,
     check_scalar,
 )
 from ._draw import CandidatePass, draw, random_candidates, whole_pool_draw
 from ._ranking import UtilityRanking
 from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
 from .base import FromPretrainedMixin
+from .per_prompt import PerPromptFilter, sigmoid
 from .shared import SharedFactor, design
+from .shared_filter import SharedFilter
 
 
 STATE_VERSION = 3
 # The calibrated gamma stays within this factor of the configured one.
 _MAX_GAMMA_SCALE = 1e3
 _DEFAULT_GROUP_SIZE = 8
-# The learnt residual prior stays within [initial_variance / 1e3, initial_variance * 100].
-_MIN_RESIDUAL_PRIOR_SCALE, _MAX_RESIDUAL_PRIOR_SCALE = 1e-3, 100.0
-# The shared variance offset is folded into the stored variances once it reaches this, which keeps the float32
-# absolute error of every variance below 2^-25 (3e-8).
-_MAX_VARIANCE_OFFSET = 0.25
 
 _VERSION_1_DEFAULTS = {
     "pass_order": np.empty(0, dtype=np.int64),
@@ -58,7 +53,8 @@ class KGPSSelector(FromPretrainedMixin):
 
     Each prompt \\(i\\) has a Gaussian belief \\(\psi_i \sim \mathcal{N}(m_i, P_i)\\) over the logit of its success
     rate \\(\phi_i = \sigma(\psi_i)\\); by default (`shared_variance > 0`) that belief is a shared part
-    \\(z_i^T \beta\\), from the prompt's `features`, plus its own residual (`shared.SharedFactor`). One selection round is:
+    \\(z_i^T \beta\\), from the prompt's `features`, plus its own residual (`shared_filter.SharedFilter`); with
+    `shared_variance=0`, one independent filter per prompt (`per_prompt.PerPromptFilter`). One selection round is:
 
     1. `predict(delta_norm)`: \\(P_i \mathrel{+}= Q\\) for every prompt, \\(Q = \gamma \lVert \Delta\theta
        \rVert_2^p\\) (summed over the optimizer steps since the last round), split between the shared part and the
@@ -117,73 +113,57 @@ class KGPSSelector(FromPretrainedMixin):
                 "features were given, but config.shared_variance is 0, so nothing is shared across prompts: set "
                 "shared_variance > 0 (the default is 1.0), or drop the features."
             )
-        # The factor shared across prompts (config.shared_variance > 0): then _mean and _variance are the residuals.
-        self._shared = (
-            SharedFactor(design(num_prompts, features), config.shared_variance) if config.shared_variance > 0 else None
-        )
+        self._filter: PerPromptFilter | SharedFilter
+        if config.shared_variance > 0:
+            self._filter = SharedFilter(
+                design(num_prompts, features),
+                config.shared_variance,
+                config.initial_variance,
+                config.shared_noise_share,
+                config.residual_adaptation,
+            )
+        else:
+            self._filter = PerPromptFilter(
+                num_prompts, config.initial_variance, config.observation, config.shared_drift
+            )
         self.num_prompts = num_prompts
         self.config = config
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
-        # m: logit means; P = _variance + _offset: logit variances, the shared _offset making `predict` O(1).
-        self._mean = np.zeros(self.num_prompts, dtype=np.float32)
-        self._variance = np.full(self.num_prompts, config.initial_variance, dtype=np.float32)
-        self._offset = 0.0
-        self._drift = 0.0  # the logit shift shared by every prompt (config.shared_drift): m_i = _mean[i] + _drift
         points = config.quadrature_points if config.utility == "posterior" else None
         self._points = points
         self._utility = Utility(points)
         self._ranking = UtilityRanking(self._utility)
         self._pass = CandidatePass(num_prompts)
-        # With the shared factor: which prompts were observed, and the residual prior variance of the others, minus
-        # initial_variance (config.residual_adaptation).
-        self._seen = np.zeros(num_prompts, dtype=bool) if self._shared is not None else None
-        self._unseen_extra = 0.0
         self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
         self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
         self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
 
     @property
     def mean(self) -> np.ndarray:
-        if self._shared is not None:
-            view = (self._mean + self._shared.moments()[0]).astype(np.float32)
-        else:
-            view = self._mean.view() if self._drift == 0 else self._mean + np.float32(self._drift)
-        view.flags.writeable = False
-        return view
+        return self._filter.mean
 
     @property
     def variance(self) -> np.ndarray:
-        variance = self._variance + np.float32(self._offset)
-        if self._shared is not None:
-            variance = (variance + self._shared.moments()[1] + self._unseen_extra * ~self._seen).astype(np.float32)
-        return variance
+        return self._filter.variance
 
     @property
     def shared(self) -> "SharedFactor | None":
         """The factor shared across prompts (`config.shared_variance > 0`), or `None` (one filter per prompt)."""
-        return self._shared
+        return self._filter.factor if isinstance(self._filter, SharedFilter) else None
 
     @property
     def residual_prior(self) -> float:
         r"""\\(\tau^2\\): the residual prior variance of a prompt not yet observed (`residual_adaptation` learns it)."""
-        return self.config.initial_variance + self._unseen_extra
-
-    def _moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each of `indices`' logit mean and variance, float64 of shape `(n,)`: residual plus shared part."""
-        m = self._mean[indices].astype(np.float64) + self._drift
-        P = self._variance[indices].astype(np.float64) + self._offset
-        if self._shared is not None:
-            shared_mean, shared_variance = self._shared.moments(indices)
-            m, P = m + shared_mean, P + shared_variance + self._unseen_extra * ~self._seen[indices]
-        return m, P
+        return self._filter.residual_prior
 
     def initialize(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
         Warmup observations, which reset each observed prompt's belief. The paper's (`observation="logit"`):
         \\(m_i = \mathrm{logit}(\mathrm{clip}(s_i / k_i, \delta_i, 1 - \delta_i))\\), \\(\delta_i = 1 / (2 k_i)\\),
         and \\(P_i = P_0\\). With `observation="binomial"`: the exact update (see `update`) from the prior
-        \\(\mathcal{N}(0, P_0)\\).
+        \\(\mathcal{N}(0, P_0)\\); with the shared factor, that update also moves the shared part and counts as one
+        (`last_nis`, the calibrations).
 
         Args:
             indices (`ArrayLike` of shape `(n,)`): prompt indices.
@@ -191,20 +171,12 @@ class KGPSSelector(FromPretrainedMixin):
             trials (`ArrayLike` of shape `(n,)`): scored rollouts \\(k_i\\) of each (`0`: no observation).
         """
         idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
-        if self.config.observation == "logit":
-            self._mean[idx] = _clipped_logit(s, k) - self._drift
-            self._variance[idx] = self.config.initial_variance - self._offset
-        elif self._shared is not None:  # from the prior: the residual's N(0, P0) and the shared part's belief
-            self._mean[idx] = 0.0
-            self._variance[idx] = self.config.initial_variance - self._offset
-            self.update(idx, s, k)
+        if idx.size == 0:
             return
-        else:  # the exact update from the prior N(0, P0)
-            P0 = np.full(idx.size, self.config.initial_variance)
-            mean, variance = posterior_moments(np.zeros(idx.size), P0, s, k)
-            self._mean[idx] = mean - self._drift
-            self._variance[idx] = variance - self._offset
-        self._ranking.on_update(idx, self._mean, self._variance, self._offset)
+        nis = self._filter.initialize(idx, s, k)
+        if nis is not None:
+            self._observed(nis, k)
+        self._rescore(idx)
 
     def predict(self, delta_norm: float | ArrayLike) -> None:
         r"""
@@ -216,17 +188,10 @@ class KGPSSelector(FromPretrainedMixin):
                 step since the last round; their variances add, \\(Q = \gamma \sum_s \lVert \Delta\theta_s
                 \rVert_2^p\\). With `fixed_process_noise` set, \\(Q\\) is that constant and the norms are only checked.
         """
-        norms = as_delta_norms(delta_norm)
-        Q = self.process_noise(norms)
-        if self._shared is not None:
-            share = self.config.shared_noise_share
-            self._shared.predict(share * Q)
-            Q = (1.0 - share) * Q
-        self._offset += Q
-        if self._offset >= _MAX_VARIANCE_OFFSET:
-            self._variance += np.float32(self._offset)
-            self._ranking.shift_offset(self._offset)
-            self._offset = 0.0
+        Q = self.process_noise(as_delta_norms(delta_norm))
+        folded = self._filter.predict(Q)
+        if folded and self._uses_ranking:
+            self._ranking.shift_offset(folded)
 
     def process_noise(self, delta_norm: float | ArrayLike) -> float:
         r"""\\(Q\\) for the given update norm(s), without applying it."""
@@ -252,15 +217,9 @@ class KGPSSelector(FromPretrainedMixin):
 
         `observation="binomial"` (the default): \\((m, P)\\) become the mean and variance of the exact posterior
         \\(p(\psi \mid s) \propto \mathcal{N}(\psi; m, P)\, \sigma(\psi)^s (1 - \sigma(\psi))^{k - s}\\), by adaptive
-        Gauss–Hermite quadrature (`_binomial.posterior_moments`).
-
-        `observation="logit"` (the paper's Kalman update):
-
-            p~ = clip(sigmoid(m), delta, 1 - delta),        delta = 1 / (2k)
-            R  = 1 / (k p~ (1 - p~))                        observation variance, logit units
-            y  = logit(clip(s / k, delta, 1 - delta)) - m   innovation
-            K  = P / (P + R)
-            m <- m + K y,   P <- (1 - K) P
+        Gauss–Hermite quadrature (`_binomial.posterior_moments`); with the shared factor, through
+        `shared.SharedFactor.update`, which also moves the shared part. `observation="logit"`: the paper's Kalman
+        update on \\(\mathrm{logit}(s/k)\\) (`per_prompt.logit_update` gives its equations).
 
         Either way `last_nis` becomes the batch's normalized innovation squared, the mean over its prompts of
         \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under the prior; with `process_noise_adaptation` \\(= \eta > 0\\),
@@ -275,56 +234,24 @@ class KGPSSelector(FromPretrainedMixin):
         idx, s, k = as_observations(indices, successes, trials, self.num_prompts)
         if idx.size == 0:
             return
-        if self._shared is not None:
-            self._shared_update(idx, s, k)
-            return
-        m = self._mean[idx].astype(np.float64) + self._drift
-        P = self._variance[idx].astype(np.float64) + self._offset
-        self.last_nis = float(np.mean(_innovations_squared(m, P, s, k)))
-        if self.config.observation == "logit":
-            delta = 0.5 / k
-            p_tilde = np.minimum(np.maximum(_sigmoid(m), delta), 1.0 - delta)
-            R = 1.0 / (k * p_tilde * (1.0 - p_tilde))
-            y = _clipped_logit(s, k) - m
-            K = P / (P + R)
-            mean, variance = m + K * y, (1.0 - K) * P
-        else:
-            mean, variance = posterior_moments(m, P, s, k)
-        if self.config.shared_drift > 0:  # every prompt follows a share of the batch's mean surprise
-            self._drift += self.config.shared_drift * float(np.mean(mean - m))
-        self._mean[idx] = mean - self._drift
-        self._variance[idx] = variance - self._offset
-        self._ranking.on_update(idx, self._mean, self._variance, self._offset)
-        self._group_size_seen = int(k.max())
-        self._adapt_gamma()
+        nis = self._filter.update(idx, s, k)
+        self._observed(nis, k)
+        self._rescore(idx)
 
-    def _shared_update(self, idx: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
-        """`update` with the shared factor: `shared.SharedFactor.update` moves it and returns the residuals."""
-        first = ~self._seen[idx]
-        m = self._mean[idx].astype(np.float64)
-        P = self._variance[idx].astype(np.float64) + self._offset + self._unseen_extra * first
-        mean, variance, (a, S) = self._shared.update(idx, m, P, s, k)
-        nis = _innovations_squared(a, S, s, k)
+    def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
+        """What an update of the filter tells the selector: `last_nis`, the group size, gamma's calibration."""
         self.last_nis = float(np.mean(nis))
-        self._mean[idx] = mean
-        self._variance[idx] = variance - self._offset
-        self._seen[idx] = True
         self._group_size_seen = int(k.max())
-        self._adapt_gamma()
-        if self.config.residual_adaptation > 0 and first.any():
-            # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the
-            # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less.
-            nis_first = float(np.mean(nis[first]))
-            tau2 = self.residual_prior * math.exp(self.config.residual_adaptation * (nis_first - 1.0))
-            P0 = self.config.initial_variance
-            self._unseen_extra = min(max(tau2, _MIN_RESIDUAL_PRIOR_SCALE * P0), _MAX_RESIDUAL_PRIOR_SCALE * P0) - P0
-
-    def _adapt_gamma(self) -> None:
         if self.config.process_noise_adaptation > 0:
             step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
             self._gamma_scale = float(
                 np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE)
             )
+
+    def _rescore(self, indices: np.ndarray) -> None:
+        """Keeps the cached ranking's bounds valid for `indices`, whose beliefs just changed."""
+        if self._uses_ranking:
+            self._ranking.on_update(indices, self._filter.m, self._filter.P, self._filter.c)
 
     def scores(self) -> np.ndarray:
         r"""
@@ -336,7 +263,7 @@ class KGPSSelector(FromPretrainedMixin):
             `[0, 0.25]` — or its value at the mean with `utility="point"`.
         """
         if self._uses_ranking:
-            return self._ranking.refresh(self._mean, self._variance, self._offset).copy()
+            return self._ranking.refresh(self._filter.m, self._filter.P, self._filter.c).copy()
         return self._score(np.arange(self.num_prompts)).astype(np.float32)
 
     @property
@@ -345,23 +272,22 @@ class KGPSSelector(FromPretrainedMixin):
         Whether scores are the paper's, on beliefs that change only where observed (the exact fast top-B): the
         per-prompt filter only, since an update of the shared part moves every prompt of its group.
         """
-        return self._shared is None and self.config.objective == "variance" and self.config.shared_drift == 0
+        return (
+            isinstance(self._filter, PerPromptFilter)
+            and self.config.objective == "variance"
+            and self.config.shared_drift == 0
+        )
 
     def _score(self, indices: np.ndarray) -> np.ndarray:
         """The objective's posterior expectation for `indices` (float64 of shape `(n,)`)."""
-        if self._shared is not None:
-            m, P = self._moments(indices)
-            m = m.astype(np.float32)
-        else:
-            m = self._mean[indices] + np.float32(self._drift)
-            P = self._variance[indices].astype(np.float64) + self._offset
+        m, P = self._filter.utility_moments(indices)
         if self.config.objective == "variance":
             return self._utility(m, P.astype(np.float32)).astype(np.float64)
         return expected_mixed_group_probability(m, P, self.group_size, self._points)
 
     def _thompson_score(self, indices: np.ndarray) -> np.ndarray:
         r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
-        m, P = self._moments(indices)
+        m, P = self._filter.moments(indices)
         psi = m + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
         if self.config.objective == "variance":
             return 1.0 / (2.0 + 2.0 * np.cosh(psi))
@@ -387,7 +313,8 @@ class KGPSSelector(FromPretrainedMixin):
         batch_size = as_batch_size(batch_size, self.num_prompts - excluded.size)
         config = self.config
         if config.selection == "top" and config.candidates == 0 and self._uses_ranking:
-            return self._ranking.select(self._mean, self._variance, self._offset, batch_size, excluded, self._rng)
+            f = self._filter
+            return self._ranking.select(f.m, f.P, f.c, batch_size, excluded, self._rng)
         count = math.ceil(config.candidates * batch_size)
         if config.candidates > 0 and config.candidate_pass:
             pool = self._pass.next(count, excluded, self._rng)
@@ -415,7 +342,7 @@ class KGPSSelector(FromPretrainedMixin):
             `np.ndarray` of shape `(n,)` (or `(N,)`), float64, in `(0, 1)`.
         """
         idx = np.arange(self.num_prompts) if indices is None else as_index_array("indices", indices, self.num_prompts)
-        return _sigmoid(self._moments(idx)[0])
+        return sigmoid(self._filter.moments(idx)[0])
 
     def state_dict(self) -> dict[str, Any]:
         """
@@ -425,23 +352,22 @@ class KGPSSelector(FromPretrainedMixin):
         The variance of prompt `i` is `variance_base[i] + variance_offset`; they are saved apart because their
         float32 sum is not exactly what the filter continues from.
         """
+        beliefs = self._filter.state_dict()
+        # In the order of the state format: the filter's beliefs first, its drift among the calibrations, and the
+        # shared filter's factor, `seen` and `unseen_extra` after them.
         return {
             "version": STATE_VERSION,
             "num_prompts": self.num_prompts,
-            "mean": self._mean.copy(),
-            "variance_base": self._variance.copy(),
-            "variance_offset": self._offset,
+            "mean": beliefs.pop("mean"),
+            "variance_base": beliefs.pop("variance_base"),
+            "variance_offset": beliefs.pop("variance_offset"),
             "rng_state": self._rng.bit_generator.state,
             **self._pass.state_dict(),
             "gamma_scale": self._gamma_scale,
-            "drift": self._drift,
+            "drift": beliefs.pop("drift"),
             "group_size_seen": self._group_size_seen,
             "last_nis": self.last_nis,
-            **(
-                {}
-                if self._shared is None
-                else {**self._shared.state_dict(), "seen": self._seen.copy(), "unseen_extra": self._unseen_extra}
-            ),
+            **beliefs,
             "config": dataclasses.asdict(self.config),
             "seed": self.seed,
         }
@@ -470,11 +396,13 @@ class KGPSSelector(FromPretrainedMixin):
                 f"state is for {state['num_prompts']!r} prompts, but this selector has {self.num_prompts}. Load a "
                 "state saved for the same dataset, or build the selector with the saved number of prompts."
             )
-        mean = check_finite_state("mean", state["mean"], self.num_prompts)
-        variance = check_finite_state("variance_base", state["variance_base"], self.num_prompts)
-        offset = check_scalar("variance_offset", state["variance_offset"])
-        if not (0.0 <= offset < _MAX_VARIANCE_OFFSET) or (variance + np.float32(offset) < -1e-6).any():
-            raise ValueError("state holds negative variances or an out-of-range variance_offset; it is corrupted.")
+        filter_ = self._filter.restored(state)
+        # Features were given, so both are shared filters.
+        if self._features_given and not self._filter.factor.design.same_as(filter_.factor.design):
+            raise ValueError(
+                "state was saved with other prompt features than this selector's (another dataset, or its "
+                "feature columns changed): resume with the dataset and feature_columns it was saved with."
+            )
         rng = np.random.Generator(np.random.PCG64())
         try:
             rng.bit_generator.state = state["rng_state"]
@@ -488,40 +416,12 @@ class KGPSSelector(FromPretrainedMixin):
             raise ValueError(
                 f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
             )
-        drift = check_scalar("drift", state["drift"])
         last_nis = float(state["last_nis"])  # NaN before the first update
         candidate_pass = CandidatePass(self.num_prompts)
         candidate_pass.load_state_dict(state)
-        shared = None
-        if self._shared is not None:
-            if "shared_mu" not in state:
-                raise ValueError(
-                    "state holds no shared factor, but this selector has one (shared_variance > 0): it was saved by a "
-                    "per-prompt KGPS. Build the selector with the config it was saved with."
-                )
-            shared = SharedFactor.from_state_dict(state, self.num_prompts)
-            seen = np.asarray(state["seen"])
-            unseen_extra = check_scalar("unseen_extra", state["unseen_extra"])
-            if seen.shape != (self.num_prompts,) or seen.dtype != bool:
-                raise ValueError(f"state['seen'] is not one flag per prompt ({self.num_prompts}); it is corrupted.")
-            if self.config.initial_variance + unseen_extra <= 0:
-                raise ValueError(f"state['unseen_extra']={unseen_extra} makes a negative prior; it is corrupted.")
-            if self._features_given and not self._shared.design.same_as(shared.design):
-                raise ValueError(
-                    "state was saved with other prompt features than this selector's (another dataset, or its "
-                    "feature columns changed): resume with the dataset and feature_columns it was saved with."
-                )
-        elif "shared_mu" in state:
-            raise ValueError(
-                "state holds a shared factor, but this selector has none (shared_variance=0): build it with the config "
-                "it was saved with."
-            )
         # Everything checked: only now does this selector change.
-        self._mean, self._variance, self._offset, self._rng = mean, variance, offset, rng
-        self._pass, self._gamma_scale, self._group_size_seen = candidate_pass, gamma_scale, group_size_seen
-        self._drift, self.last_nis = drift, last_nis
-        if shared is not None:
-            self._shared, self._seen, self._unseen_extra = shared, seen.copy(), unseen_extra
+        self._filter, self._rng, self._pass = filter_, rng, candidate_pass
+        self._gamma_scale, self._group_size_seen, self.last_nis = gamma_scale, group_size_seen, last_nis
         self._ranking.invalidate()
 
     @classmethod
@@ -539,21 +439,3 @@ class KGPSSelector(FromPretrainedMixin):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"
-
-
-def _innovations_squared(m: np.ndarray, P: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
-    r"""Each prompt's \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under its prior \\(\mathcal{N}(m, P)\\), shape `(n,)`."""
-    predicted, spread = predictive_moments(m, P, k)
-    return (s - predicted) ** 2 / spread
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _clipped_logit(s: np.ndarray, k: np.ndarray) -> np.ndarray:
-    r"""\\(\mathrm{logit}(\mathrm{clip}(s / k, \delta, 1 - \delta))\\) with \\(\delta = 1 / (2k)\\): finite for
-    \\(s = 0\\) and \\(s = k\\), where the paper's \\(\mathrm{logit}(s / k)\\) is not."""
-    delta = 0.5 / k
-    phi_hat = np.minimum(np.maximum(s / k, delta), 1.0 - delta)
-    return np.log(phi_hat) - np.log1p(-phi_hat)
