@@ -70,7 +70,7 @@ def test_committed_notebook_is_clean(name):
     assert all(cell.outputs == [] and cell.execution_count is None for cell in code), "clear the outputs"
     assert f"]({COLAB}{name})" in notebook.cells[0].source
     assert 'SMOKE = os.environ.get("TRL_KGPS_SMOKE") == "1"' in code[0].source
-    assert '    %pip install -q "trl-kgps @ git+https://github.com/trl-kgps/trl-kgps"' in code[0].source
+    assert '    %pip install -q "trl-kgps[demo] @ git+https://github.com/trl-kgps/trl-kgps"' in code[0].source
     assert sum("TRL_KGPS_SMOKE" in cell.source for cell in code) == 1
 
 
