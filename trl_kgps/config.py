@@ -115,12 +115,14 @@ class Gap(Check):
 
 @dataclass(frozen=True, kw_only=True)
 class Names(Check):
-    """A non-empty str, described by `what`; with `many`, also a non-empty list or tuple of distinct ones."""
+    """A non-empty str, described by `what`; with `many`, also a list or tuple of distinct ones (empty too)."""
 
     what: str
     many: bool = False
 
     def requirement(self, value, metadata):
+        if self.many and isinstance(value, (list, tuple)) and not value:
+            return None  # no name: none wanted
         names = [value] if isinstance(value, str) else value if self.many and isinstance(value, (list, tuple)) else []
         if names and all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names):
             return None
@@ -286,14 +288,15 @@ class KGPSConfig:
         metadata={
             "help": "Train-dataset columns whose values prompts share, from which KGPS learns across prompts: "
             "categorical columns (e.g. MATH's 'level' and 'type', a mixture's 'source') or one embedding column (a "
-            "float vector per prompt). Categorical columns may hold at most 1,024 distinct values in all. Unset: one "
-            "factor shared by all prompts. Needs shared_variance > 0.",
+            "float vector per prompt). Categorical columns may hold at most 1,024 distinct values in all. Unset: KGPS "
+            "finds the dataset's metadata columns itself (labels with few values that no reward function reads) and "
+            "logs which; [] reads none: one factor shared by all prompts. Needs shared_variance > 0.",
             "nargs": "+",
             CHECK: Names(
                 what="distinct column names of the train dataset",
                 many=True,
                 optional=True,
-                fix="use e.g. ['level', 'type'], or None for one factor shared by all prompts",
+                fix="use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
             ),
         },
     )
@@ -419,7 +422,7 @@ class KGPSConfig:
         if self.feature_columns is not None:
             columns = self.feature_columns
             self.feature_columns = [columns] if isinstance(columns, str) else list(columns)
-            if self.shared_variance == 0:
+            if self.feature_columns and self.shared_variance == 0:
                 raise ValueError(
                     f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
                     "act through the shared part. Set shared_variance=1.0, or drop feature_columns."

@@ -11,6 +11,8 @@ know what no real selector can:
 - `oracle_level`: each difficulty level's current mean chance of a mixed group, nothing per prompt (what shared
   structure alone is worth);
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
+- `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
+  (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone);
 - `ds`: DAPO's dynamic sampling, emulated outside the trainer (it pays for screening rollouts);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
@@ -43,9 +45,12 @@ DPS_RECIPES = {
 
 # The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
 SUITE = (
-    "uniform", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding", "mopps", "greso", "dps",
-    "oracle", "oracle@25", "oracle@100", "oracle_level",
+    "uniform", "one_line", "one_line_no_metadata", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding",
+    "mopps", "greso", "dps", "oracle", "oracle@25", "oracle@100", "oracle_level",
 )  # fmt: skip
+# `KGPSCallback()` as users write it, on the columns a user's dataset holds: the regime's `level` (true or corrupted,
+# never `true_level`), or none.
+ONE_LINE = {"one_line": ("prompt", "answer", "level"), "one_line_no_metadata": ("prompt", "answer")}
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES, *AHEAD)
@@ -263,6 +268,8 @@ def build(method: str, setting, model, seed: int):
     that reads `model` (the policy being trained) for its truth or its screening.
     """
     G = setting.regime.num_generations
+    if method in ONE_LINE:
+        return None, KGPSConfig()
     config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
     if config is not None:
         return "kgps", config

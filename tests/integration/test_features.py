@@ -1,10 +1,12 @@
 """Feature columns in a real GRPOTrainer run: read by index, resumed exactly, reported, refused when bad."""
 
+import logging
+
 import numpy as np
 import pytest
 from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
 
-from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table
+from trl_kgps import KGPSCallback, KGPSConfig, KGPSSelector, difficulty_table
 
 
 trl = pytest.importorskip("trl")
@@ -104,3 +106,38 @@ def test_resuming_with_other_feature_values_is_refused(tmp_path, tokenizer):
     other = dataset(level=[f"L{i % 2}" for i in range(12)])
     with pytest.raises(ValueError, match=r"other prompt features than this selector's"):
         run(tmp_path, tokenizer, other, resume=str(tmp_path / "checkpoint-4"))
+
+
+class AnswerReward(StepReward):
+    """StepReward, with a signature that reads the dataset's `answer` column (as a math-verify reward does)."""
+
+    __name__ = "answer_reward"
+
+    def __call__(self, prompts, completions, idx, answer, trainer_state, **kwargs):
+        return super().__call__(prompts, completions, idx, trainer_state)
+
+
+def test_the_one_line_shares_by_the_level_it_finds_never_the_answer_and_says_so(tmp_path, tokenizer, caplog):
+    # `answer` has two values, so only the reward reading it keeps it out; `idx` names prompts and the reward reads it.
+    rows = dataset().add_column("answer", [str(i % 2) for i in range(12)])
+    kgps = KGPSCallback()
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=AnswerReward(),
+        args=trainer_args(tmp_path, max_steps=4, per_device_train_batch_size=8),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with caplog.at_level(logging.WARNING, logger="trl_kgps"):
+        trainer.train()
+    assert kgps.selector.config.feature_columns == ["level"]
+    np.testing.assert_array_equal(kgps.selector.shared.design.cell, np.arange(12) % 3)
+    said = (
+        "KGPS shares what it learns across prompts by `level` (3 values) (not read: `prompt`: the model's input; "
+        "`idx`: the reward function answer_reward reads it; `answer`: the reward function answer_reward reads it)"
+    )
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("trl_kgps")] == [said]
+    trainer.create_model_card()
+    card = (tmp_path / "README.md").read_text()
+    assert "- shared across prompts: the feature columns `level`, 3 groups" in card and f"- {said}" in card

@@ -40,6 +40,11 @@ def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
 
 def test_feature_columns_take_one_name_or_a_list_and_need_a_shared_part():
     assert KGPSConfig(feature_columns="level").feature_columns == ["level"]
+    assert (
+        KGPSConfig(feature_columns=[]).feature_columns
+        == []
+        == KGPSConfig.per_prompt(feature_columns=[]).feature_columns
+    )
     assert KGPSConfig(feature_columns=("level", "type")).feature_columns == ["level", "type"]
     with pytest.raises(ValueError, match=r"shared_variance > 0 \(it is 0\).*Set shared_variance=1.0"):
         KGPSConfig(feature_columns=["level"], shared_variance=0.0)
@@ -81,7 +86,6 @@ def test_every_field_has_help_text():
         ("success_threshold", float("nan")),
         ("delta_norm_sample", 0.0),
         ("delta_norm_sample", 1.5),
-        ("feature_columns", []),
         ("feature_columns", ["level", "level"]),
         ("feature_columns", ["level", 3]),
         ("shared_variance", -1.0),
@@ -135,7 +139,7 @@ def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
 def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
     from trl_kgps.demo.variants import VARIANTS, variant_config
 
-    assert variant_config("kgps") is VARIANTS["kgps"]
+    assert variant_config("kgps") == dataclasses.replace(VARIANTS["kgps"], feature_columns=[])  # no column read
     by_level = variant_config("kgps+wide_shared:level")
     assert by_level == dataclasses.replace(VARIANTS["kgps+wide_shared"], feature_columns=["level"])
     assert variant_config("uniform") is None and variant_config("kgps:") is None and variant_config("x:level") is None
@@ -170,9 +174,7 @@ def refused(check, metadata):
     if isinstance(check, Gap):
         return [(sum(_bounds(check.span)) / 2, f"be {check.what}")]
     if isinstance(check, Names):
-        return [
-            (value, f"be {check.what}") for value in ("", 3, *([[], ["a", "a"], ["a", ""], ("a", 3)] * check.many))
-        ]
+        return [(value, f"be {check.what}") for value in ("", 3, *([["a", "a"], ["a", ""], ("a", 3)] * check.many))]
     raise AssertionError(f"no refused values for {check!r}")
 
 
@@ -293,7 +295,7 @@ def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
         (
             {"feature_columns": ("a", "a")},
             "feature_columns must be distinct column names of the train dataset, got ('a', 'a'): use e.g. ['level', "
-            "'type'], or None for one factor shared by all prompts.",
+            "'type'], [] for one factor shared by all prompts, or None to find them.",
         ),
         (
             {"success_reward": ""},
@@ -330,3 +332,5 @@ def test_a_check_in_the_metadata_is_a_plain_store_action_to_argparse():
         assert type(action) is argparse._StoreAction and action.help == f.metadata["help"], f.name
     (config,) = parser.parse_args_into_dataclasses(["--feature_columns", "level", "type", "--group_size", "4"])
     assert (config.feature_columns, config.group_size) == (["level", "type"], 4)
+    (config,) = parser.parse_args_into_dataclasses([])  # unset: KGPS finds the metadata columns
+    assert config.feature_columns is None

@@ -44,7 +44,6 @@ from ..config import KGPSConfig
 from ..engine.engine import SelectionEngine
 from ..engine.outcomes import SuccessRule
 from ..engine.protocol import PromptSelector
-from ..selectors.features import selector_for
 from . import async_trl_private, checkpoint, trl_private
 from .binding import Binding
 
@@ -284,7 +283,9 @@ class AsyncGRPOBinding(Binding):
         if self.engine is None:
             selector = self.selector
             if selector is None or isinstance(selector, str):
-                selector = selector_for(selector or "kgps", trainer.train_dataset, self.config, trainer.args.seed)
+                selector = self.build_selector(
+                    trainer.train_dataset, async_trl_private.reward_funcs(trainer.rollout_worker)
+                )
             elif selector.num_prompts != len(trainer.train_dataset):
                 raise ValueError(
                     f"The selector tracks {selector.num_prompts} prompts but the dataset has "

@@ -11,7 +11,7 @@ with `_score_group` and queues the samples. KGPS keeps all of that and replaces 
 | `_AsyncRolloutLoop._repeat_iterator()` | replaced: yields the prompts the selection engine chooses, `(group id, row)` once per completion |
 | `_AsyncRolloutLoop._score_group(group)` | wrapped: each group's rewards (one column per reward source) go to the engine |
 | `_AsyncRolloutLoop.reward_funcs`, `reward_func_names`, `_env_reward_types`, `_provides_rollout_reward` | read: the reward columns, as `_score_group` builds them |
-| `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine |
+| `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine; `_loop_kwargs["reward_funcs"]` read: which columns a reward function reads, never metadata |
 | `AsyncRolloutWorker.metrics_queue` | appended to: `kgps/*` metrics, which the trainer's `log()` drains into its logs |
 | `AsyncGRPOTrainer.rollout_worker`, `args.weight_sync_steps` | read: the worker, and when the served policy changes version |
 
@@ -215,6 +215,11 @@ def kgps_loop(base: type, **kwargs):
     """The worker's loop: `base` (TRL's `_AsyncRolloutLoop` or a subclass) with `KGPSRolloutLoop` mixed in. A
     module-level function, so that the spawned child unpickles `functools.partial(kgps_loop, base)` by reference."""
     return _mixed(base)(**kwargs)
+
+
+def reward_funcs(worker: Any) -> list[Any]:
+    """The reward functions the worker's loop will score with."""
+    return list(worker._loop_kwargs.get("reward_funcs") or [])
 
 
 def check_worker(worker: Any) -> None:

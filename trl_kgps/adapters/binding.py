@@ -3,6 +3,8 @@ What both TRL adapters share: one selection engine bound to one trainer, its sta
 trainer saves and restored on resume, the model card's `## KGPS` section, and the run's reports.
 """
 
+import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer, TrainerCallback
@@ -12,12 +14,15 @@ from ..engine.engine import SelectionEngine
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from ..engine.rounds import Rounds
+from ..selectors.features import Metadata, selector_for, with_metadata
 from .distributed import ParameterDelta
 from .report import add_kgps_section, difficulty_dataset
 
 
 if TYPE_CHECKING:
     import datasets
+
+logger = logging.getLogger(__name__)
 
 ONE_PER_TRAINER = (
     "A trainer takes one KGPSCallback, and this one has two: each would choose the prompts and learn from the same "
@@ -39,6 +44,7 @@ class Binding:
     Attributes:
         engine (`SelectionEngine` or `None`): the engine choosing the prompts, once training started.
         delta (`ParameterDelta` or `None`): the update norm's reference copy, once training started.
+        metadata (`Metadata` or `None`): the metadata columns KGPS found in the dataset, when it looked for them.
     """
 
     def __init__(
@@ -50,7 +56,22 @@ class Binding:
         self.selector = selector
         self.engine: SelectionEngine | None = None
         self.delta: ParameterDelta | None = None
+        self.metadata: Metadata | None = None
         self._prompts: dict[str, str] | None = None
+
+    def build_selector(self, dataset: Any, reward_funcs: Sequence[Any]) -> PromptSelector:
+        """
+        The selector named by `selector` (KGPS by default) over `dataset`. Unless `config.feature_columns` names them,
+        KGPS shares by the metadata columns it finds (`selectors.features.with_metadata`), and says which in the main
+        process's log.
+        """
+        name = self.selector or "kgps"
+        config = self.config
+        if name == "kgps":
+            config, self.metadata = with_metadata(dataset, config, reward_funcs)
+            if self.metadata is not None and self.trainer.is_world_process_zero():
+                logger.warning(self.metadata.describe())
+        return selector_for(name, dataset, config, self.trainer.args.seed)
 
     # What the callback reads -----------------------------------------------------------------------------------
 
@@ -109,4 +130,4 @@ class Binding:
     def add_to_model_card(self) -> None:
         """Adds the `## KGPS` section and tags to the README.md that `create_model_card` wrote (main process)."""
         if self.engine is not None and self.trainer.is_world_process_zero():
-            add_kgps_section(self.trainer, self.selector, self.config, self.rounds, self.dataset)
+            add_kgps_section(self.trainer, self.selector, self.config, self.rounds, self.dataset, self.metadata)

@@ -24,7 +24,6 @@ from ..config import KGPSConfig
 from ..engine.outcomes import SuccessRule
 from ..engine.protocol import PromptSelector
 from ..sampler import KGPSRepeatSampler
-from ..selectors.features import selector_for
 from . import checkpoint, trl_private
 from .binding import Binding
 from .distributed import check_ranks_agree, fingerprint, gather_indices
@@ -103,7 +102,7 @@ class GRPOBinding(Binding):
             self.sampler.data_source = dataset
             return self.sampler
         if self.selector is None or isinstance(self.selector, str):
-            self.selector = selector_for(self.selector or "kgps", dataset, self.config, trainer.args.seed)
+            self.selector = self.build_selector(dataset, trainer.reward_funcs)
         batch_size, G, repeat_count = trl_private.generation_layout(trainer)
         self.sampler = KGPSRepeatSampler(
             dataset,

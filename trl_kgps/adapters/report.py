@@ -16,6 +16,7 @@ from ..config import KGPSConfig
 from ..engine.metrics import MAX_LOGGED_GROUPS
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
+from ..selectors.features import Metadata
 
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def card_section(
     observed: int,
     metrics: dict[str, tuple[float, int | None]],
     location: str,
+    metadata: Metadata | None = None,
 ) -> str:
     """
     The model card's `## KGPS` section, in markdown.
@@ -116,6 +118,7 @@ def card_section(
         observed (`int`): prompts with at least one scored rollout.
         metrics (`dict`): `last_metrics(...)` of the trainer's log history.
         location (`str`): where the state is loaded from: the Hub repo id, or the output directory.
+        metadata (`Metadata`, *optional*): the metadata columns KGPS looked for in the dataset, when it did.
     """
     is_kgps = isinstance(selector, KGPSSelector)
     hyperparameters = selector.state_dict().get("hyperparameters") or {}
@@ -131,6 +134,7 @@ def card_section(
         _rounds_line(batches_chosen, batches_scored, warmup_batches),
         f"- coverage: {observed} of {n} prompts observed ({observed / n:.1%})",
         *_sharing_lines(selector),
+        *([] if metadata is None else [f"- {metadata.describe()}"]),
         "",
         *_config_table(config),
         *([] if is_kgps else ["", "A baseline uses only the config's warmup and success rule."]),
@@ -141,7 +145,14 @@ def card_section(
     return "\n".join(lines) + "\n"
 
 
-def add_kgps_section(trainer: Any, selector: PromptSelector, config: KGPSConfig, rounds: Any, dataset: Any) -> None:
+def add_kgps_section(
+    trainer: Any,
+    selector: PromptSelector,
+    config: KGPSConfig,
+    rounds: Any,
+    dataset: Any,
+    metadata: Metadata | None = None,
+) -> None:
     """
     Adds the `## KGPS` section and tags to the README.md that `trainer.create_model_card` wrote into its output
     folder: the run's configuration and rounds from `selector`, `config` and `rounds` (the engine's `Rounds`), its
@@ -156,6 +167,7 @@ def add_kgps_section(trainer: Any, selector: PromptSelector, config: KGPSConfig,
         observed=rounds.observed_count,
         metrics=last_metrics(trainer.state.log_history),
         location=trainer.hub_model_id or trainer.args.output_dir,
+        metadata=metadata,
     )
     add_to_card(str(Path(trainer.args.output_dir) / "README.md"), section, _plain_text_prompt(trainer, dataset))
 

@@ -16,7 +16,7 @@ arguments through (`*args, **kwargs`).
 | `Trainer.save_model(output_dir=None, ...)` | wrapped: every save writes `kgps_state.npz` | public method |
 | `Trainer.create_model_card(...)` | wrapped: adds the `## KGPS` section | public method |
 | `GRPOTrainer._metrics["train"]` | appended to: KGPS's metrics reach the trainer's logs | protected attribute |
-| `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout and the success rule | attributes |
+| `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_funcs`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout, the success rule and which columns a reward function reads | attributes |
 | the trainer's `__init__` frame | the one-line form finds its trainer on the call stack at `on_init_end` | CPython frames |
 """
 

@@ -81,11 +81,11 @@ VARIANTS: dict[str, KGPSConfig] = {
 
 def variant_config(method: str) -> KGPSConfig | None:
     """
-    The `KGPSConfig` a method name of the simulator and the benchmarks stands for: a `VARIANTS` name, alone or followed
-    by `:<column>` to read that dataset column as its feature (`kgps:level` is `KGPSConfig(feature_columns=["level"])`);
-    `None` for any other name.
+    The `KGPSConfig` a method name of the simulator and the benchmarks stands for: a `VARIANTS` name, alone (reading no
+    column: `feature_columns=[]`) or followed by `:<column>` to read that dataset column as its feature (`kgps:level`
+    is `KGPSConfig(feature_columns=["level"])`); `None` for any other name.
     """
     name, separator, column = method.partition(":")
     if name not in VARIANTS or (separator and not column):
         return None
-    return dataclasses.replace(VARIANTS[name], feature_columns=[column]) if column else VARIANTS[name]
+    return dataclasses.replace(VARIANTS[name], feature_columns=[column] if column else [])

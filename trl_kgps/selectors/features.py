@@ -1,5 +1,11 @@
-"""The prompt features KGPS shares across prompts, read from the train dataset's columns (`feature_columns`)."""
+"""
+The prompt features KGPS shares across prompts: the train dataset's metadata columns, found by `find_metadata` or
+named by `feature_columns`, read by `read_features`.
+"""
 
+import dataclasses
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -9,13 +15,132 @@ from ..engine.protocol import PromptSelector
 from .registry import build_selector
 
 
+# Columns that hold the model's input (the prompt, a conversation, media), never metadata about the prompt.
+INPUT_COLUMNS = frozenset(
+    {"prompt", "messages", "completion", "chosen", "rejected", "image", "images", "video", "audio"}
+)
+# A metadata column groups prompts: at most this many distinct values ...
+MAX_METADATA_VALUES = 64
+# ... and at most one distinct value per this many rows on average; more, and it names prompts rather than groups.
+MIN_ROWS_PER_VALUE = 2
+
+
+@dataclasses.dataclass
+class Metadata:
+    """
+    What `find_metadata` read from a dataset.
+
+    Attributes:
+        columns (`list[str]`): the metadata columns, in the dataset's order.
+        values (`dict[str, int]`): the distinct values of each.
+        skipped (`dict[str, str]`): every other column, with why it is not metadata.
+    """
+
+    columns: list[str]
+    values: dict[str, int]
+    skipped: dict[str, str]
+
+    def describe(self) -> str:
+        """One line for the log: what KGPS shares by, and what it does not read."""
+        read = ", ".join(f"`{c}` ({self.values[c]} values)" for c in self.columns) or "no column"
+        skipped = "; ".join(f"`{c}`: {why}" for c, why in self.skipped.items())
+        return f"KGPS shares what it learns across prompts by {read}" + (f" (not read: {skipped})" if skipped else "")
+
+
+def find_metadata(dataset: Any, reward_funcs: Sequence[Any] = ()) -> Metadata:
+    """
+    The columns of `dataset` that say which prompts are alike: labels (strings, integers, booleans) with at least 2
+    and at most `MAX_METADATA_VALUES` distinct values, each shared by `MIN_ROWS_PER_VALUE` rows on average, no value
+    missing. Never the model's input (`INPUT_COLUMNS`), and never a column a reward function reads: one whose name
+    its signature lists (e.g. `answer`, `solution`), since it may give the answer away.
+
+    Args:
+        dataset: a map-style dataset with `column_names` (a `datasets.Dataset`).
+        reward_funcs (`Sequence`): the trainer's reward functions (callables, models or model ids).
+    """
+    read_by_rewards = {name: _name(f) for f in reward_funcs for name in _parameter_names(f)}
+    kinds = getattr(dataset, "features", None) or {}
+    columns, values, skipped = [], {}, {}
+    for column in getattr(dataset, "column_names", None) or []:
+        if column in INPUT_COLUMNS:
+            skipped[column] = "the model's input"
+        elif column in read_by_rewards:
+            skipped[column] = f"the reward function {read_by_rewards[column]} reads it"
+        elif (why := _not_labels(kinds.get(column))) is not None:
+            skipped[column] = why
+        elif (why := _not_groups(dataset[column], len(dataset))) is not None:
+            skipped[column] = why
+        else:
+            columns.append(column)
+            values[column] = len(set(dataset[column]))
+    return Metadata(columns, values, skipped)
+
+
+def _parameter_names(reward_func: Any) -> list[str]:
+    """The arguments a reward function names in its signature (none for a reward model or a model id)."""
+    if not callable(reward_func) or hasattr(reward_func, "forward"):
+        return []
+    try:
+        parameters = inspect.signature(reward_func).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _name(reward_func: Any) -> str:
+    return getattr(reward_func, "__name__", None) or type(reward_func).__name__
+
+
+def _not_labels(kind: Any) -> str | None:
+    """Why a column of this `datasets` feature type holds no labels; `None` for labels (or an unknown type)."""
+    if kind is None or type(kind).__name__ == "ClassLabel":
+        return None
+    dtype = getattr(kind, "dtype", None)
+    if type(kind).__name__ == "Value" and (dtype in ("string", "large_string", "bool") or dtype.startswith("int")):
+        return None
+    return f"holds {dtype or type(kind).__name__} values, not labels"
+
+
+def _not_groups(values: Sequence[Any], rows: int) -> str | None:
+    """Why `values` (one per row) do not group the rows; `None` when they do."""
+    if any(v is None or (isinstance(v, float) and v != v) for v in values):
+        return "some values are missing"
+    if not all(isinstance(v, (str, int, np.integer)) for v in values):  # bools are ints
+        return "holds values other than labels"
+    distinct = len(set(values))
+    if distinct < 2:
+        return "one value"
+    if distinct > MAX_METADATA_VALUES:
+        return f"{distinct} distinct values, more than {MAX_METADATA_VALUES}"
+    if distinct * MIN_ROWS_PER_VALUE > rows:
+        return f"{distinct} distinct values in {rows} rows: it names prompts rather than grouping them"
+    return None
+
+
+def with_metadata(
+    dataset: Any, config: KGPSConfig, reward_funcs: Sequence[Any] = ()
+) -> tuple[KGPSConfig, Metadata | None]:
+    """
+    `(config, metadata)`: `config` naming the feature columns KGPS reads from `dataset`, and what `find_metadata`
+    found. It looks only when `config.feature_columns` is unset and `shared_variance > 0` (else `metadata` is `None`
+    and `config` is returned as it is); the columns it finds are then named, `[]` when there are none.
+    """
+    if config.feature_columns is not None or config.shared_variance == 0:
+        return config, None
+    metadata = find_metadata(dataset, reward_funcs)
+    return dataclasses.replace(config, feature_columns=metadata.columns), metadata
+
+
 def selector_for(name: str, dataset: Any, config: KGPSConfig, seed: int) -> PromptSelector:
     """
     The selector `name` (see `selectors.SELECTORS`) over the rows of `dataset`; KGPS shares across them by the
-    columns `config.feature_columns`. Raises `ValueError` for a column the dataset lacks or values KGPS cannot use.
+    columns `config.feature_columns` (none when unset or `[]`; `with_metadata` names the ones a dataset holds). Raises
+    `ValueError` for a column the dataset lacks or values KGPS cannot use.
     """
-    features = read_features(dataset, config.feature_columns) if name == "kgps" else None
-    return build_selector(name, len(dataset), config, seed, features)
+    if name != "kgps":
+        return build_selector(name, len(dataset), config, seed)
+    config = dataclasses.replace(config, feature_columns=config.feature_columns or None)
+    return build_selector(name, len(dataset), config, seed, read_features(dataset, config.feature_columns))
 
 
 def read_features(dataset: Any, columns: list[str] | None) -> dict[str, np.ndarray] | None:

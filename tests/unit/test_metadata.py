@@ -1,0 +1,137 @@
+"""The one line finds the metadata it shares by: which columns it reads, which it never reads, and what it logs."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors.features import MAX_METADATA_VALUES, find_metadata, selector_for, with_metadata
+
+
+datasets = pytest.importorskip("datasets")
+
+N = 64
+
+
+def accuracy_reward(completions, answer, **kwargs):
+    return [1.0] * len(completions)
+
+
+def format_reward(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+class RewardModel:
+    """A reward model as TRL takes one: a module, scored through `forward`, whose signature names no column."""
+
+    def forward(self, input_ids, answer=None):
+        return input_ids
+
+    __call__ = forward
+
+
+def user_dataset(**extra):
+    rng = np.random.default_rng(0)
+    columns = {
+        "prompt": [f"problem {i}" for i in range(N)],
+        "answer": [str(i % 4) for i in range(N)],  # few values, and the reward reads it: never metadata
+        "level": [f"Level {1 + i % 4}" for i in range(N)],
+        "type": [["Algebra", "Geometry", "Counting"][i % 3] for i in range(N)],
+        "source": ["math"] * N,
+        "id": list(range(N)),
+        "score": rng.uniform(size=N).tolist(),
+        "steps": [int(i % 3) for i in range(N)],
+        **extra,
+    }
+    return datasets.Dataset.from_dict(columns)
+
+
+def test_it_reads_labels_that_group_prompts_and_never_what_a_reward_reads():
+    found = find_metadata(user_dataset(), [accuracy_reward, format_reward])
+    assert found.columns == ["level", "type", "steps"]
+    assert found.values == {"level": 4, "type": 3, "steps": 3}
+    assert found.skipped == {
+        "prompt": "the model's input",
+        "answer": "the reward function accuracy_reward reads it",
+        "source": "one value",
+        "id": f"{N} distinct values in {N} rows: it names prompts rather than grouping them",
+        "score": "holds float64 values, not labels",
+    }
+
+
+def test_a_column_is_read_only_when_no_reward_function_names_it():
+    # Without the reward that reads `answer`, its four values make it a label like any other; a reward model's
+    # signature (its `forward`) names no dataset column.
+    assert "answer" in find_metadata(user_dataset(), [format_reward, RewardModel(), "some/reward-model"]).columns
+    assert "answer" not in find_metadata(user_dataset(), [format_reward, accuracy_reward]).columns
+
+
+@pytest.mark.parametrize(
+    "values, why",
+    [
+        ([None] + ["a", "b"] * (N // 2 - 1) + ["a"], "some values are missing"),
+        ([[1, 2]] * N, "holds vectors"),
+        ([True, False] * (N // 2), None),
+    ],
+    ids=["missing", "vectors", "booleans"],
+)
+def test_missing_values_and_vectors_are_not_labels(values, why):
+    found = find_metadata(user_dataset(extra=values))
+    if why == "holds vectors":  # `datasets` names the type: List, or Sequence in datasets 3
+        assert found.skipped["extra"] in ("holds List values, not labels", "holds Sequence values, not labels")
+    else:
+        assert found.skipped.get("extra") == why
+    assert ("extra" in found.columns) == (why is None)
+
+
+def test_more_values_than_the_limit_are_not_metadata():
+    rows = 2 * (MAX_METADATA_VALUES + 1)
+    dataset = datasets.Dataset.from_dict({"prompt": ["p"] * rows, "bucket": [i // 2 for i in range(rows)]})
+    assert find_metadata(dataset).skipped["bucket"] == (
+        f"{MAX_METADATA_VALUES + 1} distinct values, more than {MAX_METADATA_VALUES}"
+    )
+
+
+def test_the_one_line_shares_by_what_it_found_exactly_as_if_it_were_named():
+    dataset = user_dataset()
+    config, metadata = with_metadata(dataset, KGPSConfig(), [accuracy_reward])
+    assert config == KGPSConfig(feature_columns=["level", "type", "steps"])
+    assert metadata.describe().startswith(
+        "KGPS shares what it learns across prompts by `level` (4 values), `type` (3 values), `steps` (3 values) "
+        "(not read: `prompt`: the model's input; `answer`: the reward function accuracy_reward reads it;"
+    )
+    found = selector_for("kgps", dataset, config, seed=3)
+    named = KGPSSelector(N, config, seed=3, features={c: dataset[c] for c in ("level", "type", "steps")})
+    rng = np.random.default_rng(1)
+    for _ in range(5):  # the same choices and beliefs, batch after batch
+        batch = found.select(8)
+        np.testing.assert_array_equal(batch, named.select(8))
+        s = rng.integers(0, 5, size=8)
+        for selector in (found, named):
+            selector.predict(0.1)
+            selector.update(batch, s, np.full(8, 4))
+    np.testing.assert_array_equal(found.mean, named.mean)
+    np.testing.assert_array_equal(found.variance, named.variance)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [KGPSConfig(feature_columns=[]), KGPSConfig(feature_columns=["type"]), KGPSConfig.per_prompt(), KGPSConfig.paper()],
+    ids=["none", "named", "per_prompt", "paper"],
+)
+def test_it_looks_only_when_no_column_is_named_and_something_is_shared(config):
+    assert with_metadata(user_dataset(), config, [accuracy_reward]) == (config, None)
+
+
+def test_an_empty_list_reads_no_column():
+    selector = selector_for("kgps", user_dataset(), KGPSConfig(feature_columns=[]), 0)
+    assert selector.config.feature_columns is None and selector.shared.design.kind == "global"
+
+
+def test_a_dataset_with_no_metadata_shares_one_factor():
+    dataset = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(N)], "answer": [str(i) for i in range(N)]})
+    config, metadata = with_metadata(dataset, KGPSConfig(), [accuracy_reward])
+    assert config.feature_columns == [] and metadata.columns == []
+    assert metadata.describe().startswith("KGPS shares what it learns across prompts by no column")
+    assert selector_for("kgps", dataset, config, 0).shared.design.kind == "global"
