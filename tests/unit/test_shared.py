@@ -326,3 +326,27 @@ def test_the_residual_prior_moves_by_the_first_outcomes_normalized_innovation():
         selector.update(batch, s, np.full(len(batch), 8))
         assert selector.residual_prior == pytest.approx(tau2, rel=1e-5)
     assert tau2 > config.initial_variance  # outcomes far from their groups' predictions: the prior widened
+
+
+@pytest.mark.parametrize("first, then", [(0, 16), (16, 0)], ids=["failures_then_successes", "the_reverse"])
+def test_a_phase_change_widens_the_residual_prior_to_its_bound_and_nothing_overflows(first, then):
+    # A format reward first: 200 batches of 16 unseen prompts with no success (or all solved), then unseen prompts
+    # with the opposite outcome. The first outcomes' NIS passes 1e4, where tau^2 exp(rate (NIS - 1)) overflows a
+    # float: tau^2 lands on its upper bound, 100 P0, as the clip of the exact step says, and every number stays finite.
+    config = KGPSConfig()
+    selector = KGPSSelector(16 * 202, config, seed=0)
+    for batch in range(200):
+        selector.predict(0.01)
+        selector.update(np.arange(16 * batch, 16 * batch + 16), np.full(16, first), np.full(16, 16))
+    selector.predict(0.01)
+    surprised = np.arange(16 * 200, 16 * 201)
+    selector.update(surprised, np.full(16, then), np.full(16, 16))
+    assert selector.last_nis > 1e4
+    assert selector.residual_prior == 100.0 * config.initial_variance
+    for _ in range(20):  # and it keeps selecting and updating
+        batch = selector.select(16)
+        selector.predict(0.01)
+        selector.update(batch, np.full(16, then), np.full(16, 16))
+    state = selector.state_dict()
+    assert all(np.isfinite(np.asarray(state[key], dtype=np.float64)).all() for key in ("mean", "variance_base"))
+    assert np.isfinite(selector.scores()).all() and np.isfinite(selector.predicted_success()).all()

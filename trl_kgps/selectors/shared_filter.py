@@ -137,10 +137,14 @@ class SharedFilter(PromptBeliefs):
 
     def _adapt_residual_prior(self, nis_first: float) -> None:
         # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the
-        # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less.
-        tau2 = self.residual_prior * math.exp(self.residual_adaptation * (nis_first - 1.0))
+        # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less. The
+        # step is on log tau^2, within [P0 / 1e3, 100 P0]: a surprise that would carry it past the upper bound (a
+        # phase change can make NIS reach 1e4 and more, and exp() overflow) lands on the bound itself.
         P0 = self.initial_variance
-        self.unseen_extra = min(max(tau2, _MIN_RESIDUAL_PRIOR_SCALE * P0), _MAX_RESIDUAL_PRIOR_SCALE * P0) - P0
+        low, high = _MIN_RESIDUAL_PRIOR_SCALE * P0, _MAX_RESIDUAL_PRIOR_SCALE * P0
+        step = self.residual_adaptation * (nis_first - 1.0)
+        tau2 = high if step > math.log(high / self.residual_prior) else self.residual_prior * math.exp(step)
+        self.unseen_extra = min(max(tau2, low), high) - P0
 
     def state_dict(self) -> dict[str, Any]:
         """The residuals, the shared factor, `seen` and `unseen_extra` under the state format's names."""
