@@ -155,8 +155,9 @@ class KGPSConfig:
 
     `KGPSConfig()` is the default: the paper's filter and utility (`gamma=0.1`, a five-point Gauss–Hermite
     posterior-expected `p(1-p)`) with four modelling departures, each measured (docs/algorithm.md): no warmup epoch,
-    the exact binomial update, a factor shared across prompts (by the dataset's `feature_columns`, e.g. `["level"]`,
-    or one factor for the whole pool; its residual prior learnt online), and a batch drawn over the whole pool in
+    the exact binomial update, a factor shared across prompts (by the dataset's metadata columns, which `KGPSCallback`
+    finds unless `feature_columns` names them, e.g. `["level"]`, or one factor for the whole pool; its residual prior
+    learnt online), and a batch drawn over the whole pool in
     proportion to the utility instead of the top-B; and the update norm measured on a 1 % sample of the parameters
     (`delta_norm_sample=0.01`; the paper's, exact, is 1). `KGPSConfig.paper()` is the paper's method exactly (App. B:
     `initial_variance=1.0`, one warmup epoch, the top-B over all prompts). Every field name is distinct from
