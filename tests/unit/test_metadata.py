@@ -1,7 +1,5 @@
 """The one line finds the metadata it shares by: which columns it reads, which it never reads, and what it logs."""
 
-import logging
-
 import numpy as np
 import pytest
 
@@ -117,7 +115,12 @@ def test_the_one_line_shares_by_what_it_found_exactly_as_if_it_were_named():
 
 @pytest.mark.parametrize(
     "config",
-    [KGPSConfig(feature_columns=[]), KGPSConfig(feature_columns=["type"]), KGPSConfig.per_prompt(), KGPSConfig.paper()],
+    [
+        KGPSConfig(feature_columns=[]),
+        KGPSConfig(feature_columns=["type"]),
+        KGPSConfig.per_prompt(),
+        KGPSConfig.paper(),
+    ],
     ids=["none", "named", "per_prompt", "paper"],
 )
 def test_it_looks_only_when_no_column_is_named_and_something_is_shared(config):

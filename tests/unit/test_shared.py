@@ -288,6 +288,10 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     )
     metrics = shared_metrics(by_level, scored)
     assert metrics["kgps/residual_prior"] == by_level.residual_prior
+    # Five easy and five hard prompts: the spread of their shared logits is half the gap between the two groups'.
+    gap = np.log(easy / (1 - easy)) - np.log(hard / (1 - hard))
+    assert metrics["kgps/shared_spread"] == pytest.approx(gap / 2)
+    assert shared_metrics(KGPSSelector(10), scored)["kgps/shared_spread"] == 0.0
     assert metrics["kgps/group/level=easy/observed_success"] == pytest.approx(15 / 16)
     assert metrics["kgps/group/level=hard/observed_success"] == 0.0
     assert metrics["kgps/group/level=easy/predicted_success"] == pytest.approx(easy)

@@ -29,7 +29,7 @@ MAX_LOGGED_GROUPS = 20
 def shared_metrics(selector, scored: Observed) -> dict[str, float]:
     """
     For a KGPS selector with a shared factor: `kgps/residual_prior` (the learnt prior variance of the residual of a
-    prompt not yet seen) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
+    prompt not yet seen), `kgps/shared_spread` (`shared_spread`: how far the features set prompts apart) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
     `kgps/group/<group>/predicted_success` (what the shared part predicts for the group, after this batch) and
     `kgps/group/<group>/batch_share` (the share of this batch's prompts from the group: set beside the group's share
     of the pool, a group the selector has stopped drawing shows here, while its prediction, which only its own
@@ -37,8 +37,8 @@ def shared_metrics(selector, scored: Observed) -> dict[str, float]:
     batch's prompts of the group) for the groups the batch observed.
     """
     shared = selector.shared
-    metrics = {"kgps/residual_prior": selector.residual_prior}
     design = shared.design
+    metrics = {"kgps/residual_prior": selector.residual_prior, "kgps/shared_spread": shared_spread(shared)}
     if design.kind != "categorical" or design.num_cells > MAX_LOGGED_GROUPS:
         return metrics
     metrics |= {
@@ -52,6 +52,18 @@ def shared_metrics(selector, scored: Observed) -> dict[str, float]:
     for c in np.flatnonzero(trials):
         metrics[f"kgps/group/{design.names[c]}/observed_success"] = float(successes[c] / trials[c])
     return metrics
+
+
+def shared_spread(shared) -> float:
+    r"""
+    How far a `SharedFactor`'s features set the prompts apart, in logits: the standard deviation over the `N` prompts
+    of their shared part's mean, \(\sqrt{rac1N \sum_i (z_i^T\mu - \overline{z^T\mu})^2}\). 0 with one factor for the
+    whole pool, or while the features predict no difference between prompts.
+    """
+    mean, _ = shared.cell_moments()
+    counts = np.bincount(shared.design.cell, minlength=shared.design.num_cells)
+    average = float(counts @ mean) / counts.sum()
+    return float(np.sqrt(counts @ (mean - average) ** 2 / counts.sum()))
 
 
 def batch_metrics(scored: Observed, coverage: float, nis: float | None) -> dict[str, float]:
