@@ -51,6 +51,13 @@ SUITE = (
 # `KGPSCallback()` as users write it, on the columns a user's dataset holds: the regime's `level` (true or corrupted,
 # never `true_level`), or none.
 ONE_LINE = {"one_line": ("prompt", "answer", "level"), "one_line_no_metadata": ("prompt", "answer")}
+
+
+def dataset_for(method: str, train):
+    """The train dataset as `method` sees it: for the one line, only the columns a user's dataset holds (`ONE_LINE`)."""
+    return train.select_columns(list(ONE_LINE[method])) if method in ONE_LINE else train
+
+
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES, *AHEAD)
@@ -267,9 +274,9 @@ def build(method: str, setting, model, seed: int):
     `(selector, config)` for `KGPSCallback(config, selector=selector)`: a library name or a benchmark-only selector
     that reads `model` (the policy being trained) for its truth or its screening.
     """
-    G = setting.regime.num_generations
     if method in ONE_LINE:
         return None, KGPSConfig()
+    G = setting.regime.num_generations
     config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
     if config is not None:
         return "kgps", config

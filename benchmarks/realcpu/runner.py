@@ -58,9 +58,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
     regime = setting.regime
     model = copy.deepcopy(setting.model)
     selector, config = methods.build(method, setting, model, seed)
-    train = setting.train
-    if method in methods.ONE_LINE:  # the columns a user's dataset holds
-        train = train.select_columns(list(methods.ONE_LINE[method]))
+    train = methods.dataset_for(method, setting.train)
     if getattr(config, "feature_columns", None) == ["embedding"]:  # the warm start's own prompt embeddings
         embeddings = methods.policy_embeddings(model, setting.tokenizer, train["prompt"])
         train = train.add_column("embedding", embeddings.tolist())
