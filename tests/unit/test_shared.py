@@ -354,3 +354,45 @@ def test_a_phase_change_widens_the_residual_prior_to_its_bound_and_nothing_overf
     state = selector.state_dict()
     assert all(np.isfinite(np.asarray(state[key], dtype=np.float64)).all() for key in ("mean", "variance_base"))
     assert np.isfinite(selector.scores()).all() and np.isfinite(selector.predicted_success()).all()
+
+
+def test_with_a_residual_prior_per_group_each_group_learns_its_own_from_its_first_outcomes():
+    # As the pooled rule, group by group: tau_g^2 <- clip(tau_g^2 exp(rate (NIS_g - 1))), NIS_g over the batch's
+    # first outcomes of group g's prompts, E[s] and Var[s] by scipy's quadrature. Group 0's prompts all fail, as its
+    # first one predicts after one batch; group 1's spread from never to always.
+    from scipy.integrate import quad
+
+    def predictive(m, P, k):
+        def moment(power):
+            def integrand(x):
+                return (1 / (1 + np.exp(-x))) ** power * np.exp(-((x - m) ** 2) / (2 * P)) / np.sqrt(2 * np.pi * P)
+
+            return quad(integrand, m - 12 * np.sqrt(P), m + 12 * np.sqrt(P))[0]
+
+        p1, p2 = moment(1), moment(2)
+        return k * p1, k * (p1 - p2) + k**2 * (p2 - p1**2)
+
+    config = KGPSConfig(feature_columns=["level"], residual_adaptation=0.2, residual_prior_per_group=True)
+    levels = [0] * 6 + [1] * 6
+    selector = KGPSSelector(12, config, features={"level": levels}, seed=0)
+    tau2, seen = {0: config.initial_variance, 1: config.initial_variance}, set()
+    for batch, s in (([0, 6], [0, 8]), ([1, 2, 7, 8], [0, 0, 0, 8]), ([3, 9, 10], [0, 8, 0])):
+        m, P = selector.mean.astype(np.float64)[batch], selector.variance.astype(np.float64)[batch]
+        for g in (0, 1):
+            first = [j for j, i in enumerate(batch) if i not in seen and levels[i] == g]
+            if first:
+                nis = [(s[j] - e) ** 2 / v for j, (e, v) in zip(first, (predictive(m[j], P[j], 8) for j in first))]
+                tau2[g] = float(np.clip(tau2[g] * np.exp(0.2 * (np.mean(nis) - 1)), 1e-3, 100.0))
+        seen |= set(batch)
+        selector.update(batch, s, np.full(len(batch), 8))
+        unseen = [i for i in range(12) if i not in seen]
+        own = selector.variance[unseen] - selector.shared.moments(np.array(unseen))[1]  # each unseen residual: tau_g^2
+        np.testing.assert_allclose(own, [tau2[levels[i]] for i in unseen], rtol=1e-5)
+    assert tau2[1] > tau2[0]  # the group whose prompts spread learns the wider prior
+    assert selector.residual_prior == pytest.approx(np.mean([tau2[g] for g in levels]), rel=1e-6)
+
+    # Its state comes back whole, one prior per group.
+    restored = KGPSSelector.from_state_dict(selector.state_dict())
+    np.testing.assert_array_equal(restored.variance, selector.variance)
+    with pytest.raises(ValueError, match="one finite value per group"):
+        restored.load_state_dict({**selector.state_dict(), "unseen_extra": 0.5})
