@@ -29,6 +29,9 @@ PAPER = {
 }
 # One filter per prompt, the batch drawn among 16 B random candidates: the default of trl-kgps 0.2.
 PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.0, "selection_temperature": 0.5}
+# What KGPS keeps when a dataset holds no metadata column to share by: the per-prompt filter, drawn over the whole
+# pool (measured above one factor shared by the whole pool without a column: docs/benchmarks.md).
+NO_METADATA = {"shared_variance": 0.0, "initial_variance": 4.0, "selection_temperature": 0.5}
 
 # The metadata key under which a field declares what it accepts: a `Check`, which `KGPSConfig.__post_init__` reads.
 # HfArgumentParser hands a field's whole metadata to argparse's `add_argument`, which refuses keys it does not know;

@@ -132,9 +132,19 @@ def test_an_empty_list_reads_no_column():
     assert selector.config.feature_columns is None and selector.shared.design.kind == "global"
 
 
-def test_a_dataset_with_no_metadata_shares_one_factor():
+def test_with_no_metadata_it_keeps_one_filter_per_prompt_and_what_the_user_set():
     dataset = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(N)], "answer": [str(i) for i in range(N)]})
     config, metadata = with_metadata(dataset, KGPSConfig(), [accuracy_reward])
-    assert config.feature_columns == [] and metadata.columns == []
-    assert metadata.describe().startswith("KGPS shares what it learns across prompts by no column")
-    assert selector_for("kgps", dataset, config, 0).shared.design.kind == "global"
+    assert config == KGPSConfig(shared_variance=0.0, initial_variance=4.0, selection_temperature=0.5)
+    assert config == KGPSConfig.per_prompt(candidates=0.0)  # the per-prompt filter, drawn over the whole pool
+    assert metadata.columns == [] and metadata.describe().startswith(
+        "KGPS found no metadata column to share by, and keeps one filter per prompt (not read: `prompt`"
+    )
+    assert selector_for("kgps", dataset, config, 0).shared is None
+    mine, _ = with_metadata(dataset, KGPSConfig(gamma=0.3, initial_variance=2.0), [accuracy_reward])
+    assert (mine.gamma, mine.initial_variance, mine.shared_variance, mine.selection_temperature) == (
+        0.3,
+        2.0,
+        0.0,
+        0.5,
+    )

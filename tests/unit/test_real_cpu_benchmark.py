@@ -230,7 +230,7 @@ def test_the_one_line_sees_a_users_columns_and_finds_the_level_never_the_answer_
     config, metadata = with_metadata(one_line, KGPSConfig(), [arithmetic_reward])
     assert config.feature_columns == ["level"] and "answer" in metadata.skipped
     config, _ = with_metadata(methods.dataset_for("one_line_no_metadata", train), KGPSConfig(), [arithmetic_reward])
-    assert config.feature_columns == []
+    assert config == KGPSConfig.per_prompt(candidates=0.0)
     assert methods.dataset_for("uniform", train) is train
     assert methods.build("one_line", None, None, 0) == (None, KGPSConfig())
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import KGPSConfig
+from ..config import NO_METADATA, KGPSConfig
 from ..engine.protocol import PromptSelector
 from .registry import build_selector
 
@@ -42,9 +42,13 @@ class Metadata:
 
     def describe(self) -> str:
         """One line for the log: what KGPS shares by, and what it does not read."""
-        read = ", ".join(f"`{c}` ({self.values[c]} values)" for c in self.columns) or "no column"
         skipped = "; ".join(f"`{c}`: {why}" for c, why in self.skipped.items())
-        return f"KGPS shares what it learns across prompts by {read}" + (f" (not read: {skipped})" if skipped else "")
+        if self.columns:
+            read = ", ".join(f"`{c}` ({self.values[c]} values)" for c in self.columns)
+            said = f"KGPS shares what it learns across prompts by {read}"
+        else:
+            said = "KGPS found no metadata column to share by, and keeps one filter per prompt"
+        return said + (f" (not read: {skipped})" if skipped else "")
 
 
 def find_metadata(dataset: Any, reward_funcs: Sequence[Any] = ()) -> Metadata:
@@ -123,12 +127,17 @@ def with_metadata(
     """
     `(config, metadata)`: `config` naming the feature columns KGPS reads from `dataset`, and what `find_metadata`
     found. It looks only when `config.feature_columns` is unset and `shared_variance > 0` (else `metadata` is `None`
-    and `config` is returned as it is); the columns it finds are then named, `[]` when there are none.
+    and `config` is returned as it is). The columns it finds are named; when it finds none, KGPS keeps one filter per
+    prompt: the fields of `NO_METADATA` that `config` leaves at their defaults take its values.
     """
     if config.feature_columns is not None or config.shared_variance == 0:
         return config, None
     metadata = find_metadata(dataset, reward_funcs)
-    return dataclasses.replace(config, feature_columns=metadata.columns), metadata
+    if metadata.columns:
+        return dataclasses.replace(config, feature_columns=metadata.columns), metadata
+    defaults = {f.name: f.default for f in dataclasses.fields(KGPSConfig)}
+    unset = {name: value for name, value in NO_METADATA.items() if getattr(config, name) == defaults[name]}
+    return dataclasses.replace(config, **unset), metadata
 
 
 def selector_for(name: str, dataset: Any, config: KGPSConfig, seed: int) -> PromptSelector:
