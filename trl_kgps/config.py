@@ -334,15 +334,6 @@ class KGPSConfig:
             CHECK: Real(minimum=0.0, fix="use 0 to keep initial_variance, or a small step size such as 0.05"),
         },
     )
-    residual_prior_per_group: bool = field(
-        default=False,
-        metadata={
-            "help": "With categorical feature_columns: learn the residual prior variance of each group apart (from "
-            "the first observations of that group's prompts), so that a group whose prompts all behave alike "
-            "predicts its unseen prompts with confidence, and one whose prompts spread widely (a column that says "
-            "little) predicts them as loosely as the spread it saw. Off: one residual prior for the whole pool."
-        },
-    )
     group_size: int | None = field(
         default=None,
         metadata={

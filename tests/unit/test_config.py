@@ -203,7 +203,7 @@ def test_every_declared_check_refuses_a_value_outside_it_by_name_value_and_fix(f
 
 def test_every_field_but_a_flag_declares_what_it_accepts():
     unchecked = {f.name for f in dataclasses.fields(KGPSConfig)} - {f.name for f in CHECKED}
-    assert unchecked == {"candidate_pass", "residual_prior_per_group", "restart_on_missing_state"}
+    assert unchecked == {"candidate_pass", "restart_on_missing_state"}
     for f in dataclasses.fields(KGPSConfig):
         if "choices" in f.metadata:
             assert isinstance(f.metadata[CHECK], OneOf), f.name

@@ -49,8 +49,6 @@ SHARED_ALTERNATIVES = {
     "gamma_1": {"gamma": 1.0},
     "gamma_3": {"gamma": 3.0},
     "fast_adaptive_q": {"process_noise_adaptation": 0.2},
-    "group_residual": {"residual_prior_per_group": True},
-    "wide_shared_group_residual": {"shared_variance": 4.0, "residual_prior_per_group": True},
 }
 
 

@@ -121,7 +121,6 @@ class KGPSSelector(FromPretrainedMixin):
                 config.initial_variance,
                 config.shared_noise_share,
                 config.residual_adaptation,
-                config.residual_prior_per_group,
             )
         else:
             self._filter = PerPromptFilter(

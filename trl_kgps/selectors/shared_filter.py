@@ -11,8 +11,7 @@ online (empirical Bayes).
                prompt's exact binomial posterior and gives each residual its marginal under the joint posterior
                (the equations: `shared.py`)
     tau^2:     tau^2 <- clip(tau^2 exp(eta (NIS_first - 1)), P0 / 1e3, 100 P0)    eta = residual_adaptation, NIS_first
-               the mean normalized innovation squared of the batch's first observations; with `per_group`, one
-               tau_g^2 per group of a categorical design, from the first observations of the group's prompts
+               the mean normalized innovation squared of the batch's first observations
     warmup:    each observed residual back to N(0, P0), then the update
 """
 
@@ -41,8 +40,6 @@ class SharedFilter(PromptBeliefs):
         initial_variance (`float`): \\(P_0\\), the residual prior variance \\(\tau^2\\) starts from.
         noise_share (`float`): \\(\rho \in [0, 1]\\), the share of the process noise that goes to the shared part.
         residual_adaptation (`float`): \\(\eta \ge 0\\), the step size of \\(\tau^2\\); `0` keeps \\(P_0\\).
-        per_group (`bool`, *optional*, defaults to `False`): one \\(\tau_g^2\\) per group (a categorical design's
-            row), instead of one for the pool.
 
     Attributes:
         factor (`SharedFactor`): \\(\beta \sim \mathcal{N}(\mu, \Sigma)\\).
@@ -51,8 +48,7 @@ class SharedFilter(PromptBeliefs):
             (`+ unseen_extra` for a prompt not yet seen).
         c (`float`): the variance offset every residual shares.
         seen (`np.ndarray` of shape `(N,)`, bool): which prompts were observed.
-        unseen_extra (`float`, or `np.ndarray` of shape `(C,)` float64 per group): \\(\tau^2 - P_0\\), added to the
-            variance of every prompt not yet seen.
+        unseen_extra (`float`): \\(\tau^2 - P_0\\), added to the variance of every prompt not yet seen.
     """
 
     def __init__(
@@ -62,29 +58,18 @@ class SharedFilter(PromptBeliefs):
         initial_variance: float,
         noise_share: float,
         residual_adaptation: float,
-        per_group: bool = False,
     ):
         super().__init__(design.cell.size, initial_variance)
         self.shared_variance, self.initial_variance = shared_variance, initial_variance
         self.noise_share, self.residual_adaptation = noise_share, residual_adaptation
-        self.wants_per_group = per_group  # one tau_g^2 per group where the design has groups
-        self.per_group = per_group and design.kind == "categorical"
         self.factor = SharedFactor(design, shared_variance)
         self.seen = np.zeros(self.num_prompts, dtype=bool)
-        self.unseen_extra: float | np.ndarray = np.zeros(design.num_cells) if self.per_group else 0.0
+        self.unseen_extra = 0.0
 
     @property
     def residual_prior(self) -> float:
-        r"""\\(\tau^2\\): the residual prior variance of a prompt not yet observed (per group: their mean over the
-        prompts)."""
-        return self.initial_variance + float(np.mean(self._extra(None)))
-
-    def _extra(self, indices: np.ndarray | None) -> float | np.ndarray:
-        """\\(\tau^2 - P_0\\) of the prompts `indices` (all when `None`): one value, or one per prompt."""
-        if not self.per_group:
-            return self.unseen_extra
-        cell = self.factor.design.cell
-        return self.unseen_extra[cell if indices is None else cell[indices]]
+        r"""\\(\tau^2\\): the residual prior variance of a prompt not yet observed."""
+        return self.initial_variance + self.unseen_extra
 
     @property
     def mean(self) -> np.ndarray:
@@ -97,14 +82,14 @@ class SharedFilter(PromptBeliefs):
     def variance(self) -> np.ndarray:
         r"""Every prompt's logit variance \\(z_i^T \Sigma z_i + P_i\\): float32 of shape `(N,)`, a fresh array."""
         variance = self.P + np.float32(self.c)
-        return (variance + self.factor.moments()[1] + self._extra(None) * ~self.seen).astype(np.float32)
+        return (variance + self.factor.moments()[1] + self.unseen_extra * ~self.seen).astype(np.float32)
 
     def moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The logit mean and variance of `indices` (shape `(n,)`), shared part included: each float64 of shape `(n,)`."""
         m = self.m[indices].astype(np.float64)
         P = self.P[indices].astype(np.float64) + self.c
         shared_mean, shared_variance = self.factor.moments(indices)
-        return m + shared_mean, P + shared_variance + self._extra(indices) * ~self.seen[indices]
+        return m + shared_mean, P + shared_variance + self.unseen_extra * ~self.seen[indices]
 
     def utility_moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`moments` as the utility takes them: the mean float32, the variance float64."""
@@ -140,35 +125,26 @@ class SharedFilter(PromptBeliefs):
         first = ~self.seen[indices]
         # The residuals' prior: tau^2 = P0 + unseen_extra for a prompt not yet seen.
         m = self.m[indices].astype(np.float64)
-        P = self.P[indices].astype(np.float64) + self.c + self._extra(indices) * first
+        P = self.P[indices].astype(np.float64) + self.c + self.unseen_extra * first
         m_new, P_new, (a, S) = self.factor.update(indices, m, P, s, k)
         nis = innovations_squared(a, S, s, k)
         self.m[indices] = m_new
         self.P[indices] = P_new - self.c
         self.seen[indices] = True
         if self.residual_adaptation > 0 and first.any():
-            if self.per_group:
-                cells = self.factor.design.cell[indices[first]]
-                for g in np.unique(cells):
-                    self.unseen_extra[g] = self._adapted(self.unseen_extra[g], float(np.mean(nis[first][cells == g])))
-            else:
-                self.unseen_extra = self._adapted(self.unseen_extra, float(np.mean(nis[first])))
+            self._adapt_residual_prior(float(np.mean(nis[first])))
         return nis
 
-    def _adapted(self, extra: float, nis_first: float) -> float:
-        """
-        Empirical Bayes for the spread of prompts around what their features predict: `extra` (\\(\tau^2 - P_0\\))
-        after first outcomes whose mean normalized innovation squared is `nis_first`. The prior of the prompts not yet
-        seen widens when first outcomes deviate more than it predicts (NIS > 1), narrows when less. The step is on
-        log tau^2, within [P0 / 1e3, 100 P0]: a surprise that would carry it past the upper bound (a phase change can
-        make NIS reach 1e4 and more, and exp() overflow) lands on the bound itself.
-        """
+    def _adapt_residual_prior(self, nis_first: float) -> None:
+        # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the
+        # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less. The
+        # step is on log tau^2, within [P0 / 1e3, 100 P0]: a surprise that would carry it past the upper bound (a
+        # phase change can make NIS reach 1e4 and more, and exp() overflow) lands on the bound itself.
         P0 = self.initial_variance
         low, high = _MIN_RESIDUAL_PRIOR_SCALE * P0, _MAX_RESIDUAL_PRIOR_SCALE * P0
-        prior = P0 + extra
         step = self.residual_adaptation * (nis_first - 1.0)
-        tau2 = high if step > math.log(high / prior) else prior * math.exp(step)
-        return min(max(tau2, low), high) - P0
+        tau2 = high if step > math.log(high / self.residual_prior) else self.residual_prior * math.exp(step)
+        self.unseen_extra = min(max(tau2, low), high) - P0
 
     def state_dict(self) -> dict[str, Any]:
         """The residuals, the shared factor, `seen` and `unseen_extra` under the state format's names."""
@@ -177,7 +153,7 @@ class SharedFilter(PromptBeliefs):
             "drift": 0.0,  # the per-prompt filter's `drift`, in the one state format: none here
             **self.factor.state_dict(),
             "seen": self.seen.copy(),
-            "unseen_extra": self.unseen_extra.copy() if self.per_group else self.unseen_extra,
+            "unseen_extra": self.unseen_extra,
         }
 
     def restored(self, state: dict[str, Any]) -> "SharedFilter":
@@ -194,25 +170,14 @@ class SharedFilter(PromptBeliefs):
             raise ValueError(f"state['drift']={state['drift']!r}, but a shared filter has no drift; it is corrupted.")
         factor = SharedFactor.from_state_dict(state, self.num_prompts)
         seen = np.asarray(state["seen"])
+        unseen_extra = check_scalar("unseen_extra", state["unseen_extra"])
         if seen.shape != (self.num_prompts,) or seen.dtype != bool:
             raise ValueError(f"state['seen'] is not one flag per prompt ({self.num_prompts}); it is corrupted.")
-        restored = SharedFilter(
-            factor.design,
-            self.shared_variance,
-            self.initial_variance,
-            self.noise_share,
-            self.residual_adaptation,
-            self.wants_per_group,
-        )
-        if restored.per_group:
-            unseen_extra = np.asarray(state["unseen_extra"], dtype=np.float64)
-            if unseen_extra.shape != (factor.design.num_cells,) or not np.isfinite(unseen_extra).all():
-                raise ValueError("state['unseen_extra'] is not one finite value per group; it is corrupted.")
-        else:
-            unseen_extra = check_scalar("unseen_extra", state["unseen_extra"])
-        if (self.initial_variance + np.asarray(unseen_extra) <= 0).any():
+        if self.initial_variance + unseen_extra <= 0:
             raise ValueError(f"state['unseen_extra']={unseen_extra} makes a negative prior; it is corrupted.")
+        restored = SharedFilter(
+            factor.design, self.shared_variance, self.initial_variance, self.noise_share, self.residual_adaptation
+        )
         restored.load_beliefs(state)
-        restored.factor, restored.seen = factor, seen.copy()
-        restored.unseen_extra = unseen_extra.copy() if restored.per_group else unseen_extra
+        restored.factor, restored.seen, restored.unseen_extra = factor, seen.copy(), unseen_extra
         return restored
