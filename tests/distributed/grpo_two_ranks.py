@@ -24,7 +24,7 @@ from trl_kgps import KGPSConfig  # noqa: E402
 def main(out_dir, disagree=False):
     events = []
     tokenizer = build_tokenizer(WORDS)
-    kgps = SpyKGPS(KGPSConfig(delta_norm_sample=1.0))  # exact norms: compared with the oracle
+    kgps = SpyKGPS(KGPSConfig(delta_norm_sample=1.0, feature_columns=[]))  # exact norms: compared with the oracle
     # 3 prompts x 4 generations per generation batch, 6 completions per rank: the middle prompt's group is split.
     seed = int(os.environ["RANK"]) if disagree else 0
     args = trainer_args(out_dir, per_device_train_batch_size=3, steps_per_generation=2, max_steps=24, seed=seed)

@@ -70,7 +70,7 @@ def test_grpo_in_bf16_with_the_default_selector(tmp_path, tokenizer):
 def test_grpo_with_lora_in_bf16_measures_the_adapters_only(tmp_path, tokenizer):
     from peft import LoraConfig
 
-    kgps = KGPSCallback(KGPSConfig(delta_norm_sample=1.0))
+    kgps = KGPSCallback(KGPSConfig(delta_norm_sample=1.0, feature_columns=[]))
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
         reward_funcs=RewardLog(),

@@ -114,7 +114,7 @@ def train(
 
     events = [] if events is None else events
     # The exact norm by default: tests compare the filter with a reference fed NormLog's exact norms.
-    kgps = SpyKGPS(config or KGPSConfig(delta_norm_sample=1.0), selector=selector)
+    kgps = SpyKGPS(config or KGPSConfig(delta_norm_sample=1.0, feature_columns=[]), selector=selector)
 
     trainer = GRPOTrainer(
         model=model,

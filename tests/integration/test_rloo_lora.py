@@ -12,7 +12,7 @@ trl = pytest.importorskip("trl")
 
 def test_rloo_trainer_one_line(tmp_path, model, tokenizer):
     events = []
-    kgps = KGPSCallback(KGPSConfig(delta_norm_sample=1.0))  # exact norms: compared with the oracle
+    kgps = KGPSCallback(KGPSConfig(delta_norm_sample=1.0, feature_columns=[]))  # exact norms: compared with the oracle
     # beta 0: no reference model, which a tiny model built from a config has no checkpoint to load from
     args = trainer_args(tmp_path, trl.RLOOConfig, max_steps=20, beta=0.0)
     trainer = trl.RLOOTrainer(
