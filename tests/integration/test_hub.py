@@ -86,8 +86,9 @@ def test_model_card_has_the_kgps_section_and_tags(saved):
     ) in section
     observed = round(kgps.coverage * NUM_PROMPTS)
     assert f"coverage: {observed} of {NUM_PROMPTS} prompts observed ({kgps.coverage:.1%})" in section
+    used = getattr(kgps.selector, "config", CONFIG)  # KGPS's: what it ran with, its per-prompt filter here
     for field in dataclasses.fields(CONFIG):
-        assert f"| `{field.name}` | `{getattr(CONFIG, field.name)!r}` |" in section
+        assert f"| `{field.name}` | `{getattr(used, field.name)!r}` |" in section
     assert f"`{type(kgps.selector).__name__}`" in section
     last = {key: value for entry in trainer.state.log_history for key, value in entry.items() if "kgps/" in key}
     for key in ("kgps/informative", "kgps/predicted_success", "kgps/coverage"):

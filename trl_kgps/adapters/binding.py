@@ -130,4 +130,6 @@ class Binding:
     def add_to_model_card(self) -> None:
         """Adds the `## KGPS` section and tags to the README.md that `create_model_card` wrote (main process)."""
         if self.engine is not None and self.trainer.is_world_process_zero():
-            add_kgps_section(self.trainer, self.selector, self.config, self.rounds, self.dataset, self.metadata)
+            # KGPS's own config is the one it ran with (the columns it found, or its per-prompt filter without them).
+            config = getattr(self.selector, "config", self.config)
+            add_kgps_section(self.trainer, self.selector, config, self.rounds, self.dataset, self.metadata)
