@@ -72,11 +72,13 @@ def find_metadata(dataset: Any, reward_funcs: Sequence[Any] = ()) -> Metadata:
             skipped[column] = f"the reward function {read_by_rewards[column]} reads it"
         elif (why := _not_labels(kinds.get(column))) is not None:
             skipped[column] = why
-        elif (why := _not_groups(dataset[column], len(dataset))) is not None:
-            skipped[column] = why
         else:
-            columns.append(column)
-            values[column] = len(set(dataset[column]))
+            distinct, why = _groups(dataset[column], len(dataset))
+            if why is None:
+                columns.append(column)
+                values[column] = distinct
+            else:
+                skipped[column] = why
     return Metadata(columns, values, skipped)
 
 
@@ -105,20 +107,20 @@ def _not_labels(kind: Any) -> str | None:
     return f"holds {dtype or type(kind).__name__} values, not labels"
 
 
-def _not_groups(values: Sequence[Any], rows: int) -> str | None:
-    """Why `values` (one per row) do not group the rows; `None` when they do."""
+def _groups(values: Sequence[Any], rows: int) -> tuple[int, str | None]:
+    """`(distinct values, why they do not group the rows)`: the reason is `None` when they do."""
     if any(v is None or (isinstance(v, float) and v != v) for v in values):
-        return "some values are missing"
+        return 0, "some values are missing"
     if not all(isinstance(v, (str, int, np.integer)) for v in values):  # bools are ints
-        return "holds values other than labels"
+        return 0, "holds values other than labels"
     distinct = len(set(values))
     if distinct < 2:
-        return "one value"
+        return distinct, "one value"
     if distinct > MAX_METADATA_VALUES:
-        return f"{distinct} distinct values, more than {MAX_METADATA_VALUES}"
+        return distinct, f"{distinct} distinct values, more than {MAX_METADATA_VALUES}"
     if distinct * MIN_ROWS_PER_VALUE > rows:
-        return f"{distinct} distinct values in {rows} rows: it names prompts rather than grouping them"
-    return None
+        return distinct, f"{distinct} distinct values in {rows} rows: it names prompts rather than grouping them"
+    return distinct, None
 
 
 def with_metadata(
