@@ -216,7 +216,7 @@ def _sharing_lines(selector: PromptSelector) -> list[str]:
     if design.num_cells <= MAX_LOGGED_GROUPS:
         success = shared.group_success()
         lines += ["", "| group | prompts | predicted success |", "|---|---|---|"]
-        counts = np.bincount(design.cell, minlength=design.num_cells)
+        counts = design.counts
         lines += [f"| {name} | {count} | {p:.3f} |" for name, count, p in zip(design.names, counts, success)]
     return lines
 

@@ -61,7 +61,7 @@ def shared_spread(shared) -> float:
     whole pool, or while the features predict no difference between prompts.
     """
     mean, _ = shared.cell_moments()
-    counts = np.bincount(shared.design.cell, minlength=shared.design.num_cells)
+    counts = shared.design.counts
     average = float(counts @ mean) / counts.sum()
     return float(np.sqrt(counts @ (mean - average) ** 2 / counts.sum()))
 

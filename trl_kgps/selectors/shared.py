@@ -49,6 +49,7 @@ observed prompt's variance is over-stated, and later evidence about its group do
 docs/algorithm.md quotes the figures.
 """
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -97,6 +98,11 @@ class Design:
     @property
     def num_cells(self) -> int:
         return self.rows.shape[0]
+
+    @functools.cached_property
+    def counts(self) -> np.ndarray:
+        """`(C,)` int64: the prompts of each row (a categorical design's group sizes), counted once."""
+        return np.bincount(self.cell, minlength=self.num_cells)
 
     def same_as(self, other: "Design") -> bool:
         return np.array_equal(self.rows, other.rows) and np.array_equal(self.cell, other.cell)
