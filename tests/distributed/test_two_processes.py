@@ -1,6 +1,10 @@
 """
-Two CPU processes under torchrun (gloo): DDP with GRPOTrainer, and FSDP2-sharded parameters. On a machine with GPUs
-the children see none: these tests are of CPU processes (two GPUs over NCCL are `tests/gpu`'s).
+Two CPU processes under torchrun (gloo): GRPOTrainer under DDP, DeepSpeed ZeRO-3 and FSDP2, and the update norm on
+FSDP2-sharded parameters. On a machine with GPUs the children see none: these tests are of CPU processes (two GPUs
+over NCCL are `tests/gpu`'s).
+
+DeepSpeed compiles its CPU communication op on first use (about a minute, with ninja and g++) into torch's extensions
+cache, `TORCH_EXTENSIONS_DIR` or by default `~/.cache/torch_extensions`: keep that folder between CI runs to skip it.
 """
 
 import json
@@ -17,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "integration"))
 
 from harness import WORDS, build_model, build_tokenizer, replay  # noqa: E402
+
+from trl_kgps import load_selector  # noqa: E402
 
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -140,3 +146,59 @@ def test_async_grpo_on_two_ranks_rank_0_selects_and_both_measure_the_norm_betwee
     # Rank 0 chose and learnt; its metrics reached the trainer's logs.
     assert ranks[0]["batches_scored"] >= 4
     assert {"kgps/mae", "kgps/delta_norm", "kgps/version_lag"} <= set(ranks[0]["logged"])
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model")
+    build_model(build_tokenizer(WORDS)).save_pretrained(path)
+    return path
+
+
+def sharded_run(engine, model_dir, directory, mode):
+    """Runs sharded_two_ranks.py and returns what each rank wrote."""
+    directory.mkdir(exist_ok=True)
+    torchrun("sharded_two_ranks.py", engine, str(model_dir), str(directory), mode, cwd=directory)
+    return [json.loads((directory / f"{mode}.rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def check_sharded_run(ranks, wrapped):
+    for rank in ranks:
+        assert rank["wrapped"] == wrapped
+        # each rank holds about half of every trainable parameter (ZeRO-3 pads its last partition)
+        assert rank["partitioned"] == rank["parameters"] > 0, "the parameters were not sharded"
+        assert rank["share"] == pytest.approx(0.5, abs=0.01)
+    assert ranks[0]["batches"] == ranks[1]["batches"] and len(ranks[0]["batches"]) >= 8
+    assert ranks[0]["delta_norms"] == ranks[1]["delta_norms"]
+    # KGPS's norm from this rank's shards, all-reduced, against the norm between full float64 parameters
+    assert len(ranks[0]["delta_norms"]) == len(ranks[0]["oracle"]) == 8 and max(ranks[0]["oracle"]) > 0
+    np.testing.assert_allclose(ranks[0]["delta_norms"], ranks[0]["oracle"], rtol=1e-9)
+
+
+def test_deepspeed_zero3_runs_kgps_with_the_exact_norm_and_resumes_exactly(tmp_path, model_dir):
+    pytest.importorskip("deepspeed")
+    straight = sharded_run("zero3", model_dir, tmp_path / "straight", "straight")
+    check_sharded_run(straight, "DeepSpeedEngine")
+    first = sharded_run("zero3", model_dir, tmp_path / "split", "first")
+    # checkpoint-4 is DeepSpeed's: each rank's partition of the weights and optimizer, and KGPS's state beside them
+    checkpoint = tmp_path / "split" / "checkpoint-4"
+    assert len(list((checkpoint / "global_step4").glob("zero_pp_rank_*_optim_states.pt"))) == 2
+    saved = load_selector(checkpoint)
+    assert saved.mean.tolist() == first[0]["mean"] and saved.variance.tolist() == first[0]["variance"]
+    resumed = sharded_run("zero3", model_dir, tmp_path / "split", "resume")
+    for rank in (0, 1):
+        batches = first[rank]["batches"] + resumed[rank]["batches"]
+        assert batches[: len(straight[rank]["batches"])] == straight[rank]["batches"]
+        # the restored log history holds the first half's norms, the resumed run the second half's
+        assert resumed[rank]["delta_norms"] == straight[rank]["delta_norms"]
+        assert resumed[rank]["mean"] == straight[rank]["mean"]
+        assert resumed[rank]["variance"] == straight[rank]["variance"]
+
+
+def test_fsdp2_from_distributed_config_runs_kgps_with_the_exact_norm(tmp_path, model_dir):
+    # Accelerate's FSDP plugin runs DDP on CPU processes; a model sharded at load time is FSDP2 there too.
+    ranks = sharded_run("fsdp2", model_dir, tmp_path, "straight")
+    check_sharded_run(ranks, "FSDPQwen2ForCausalLM")
+    # transformers cannot resume such a model (no optimizer state in its checkpoints); they still carry KGPS's state
+    saved = load_selector(tmp_path / "checkpoint-8")
+    assert saved.mean.tolist() == ranks[0]["mean"] and saved.variance.tolist() == ranks[0]["variance"]

@@ -1,7 +1,8 @@
 """
 The GPU tier: what CPU cannot show. GRPO in bf16 on CUDA with the default selector and with LoRA, exact resume on
 CUDA, the update norm on CUDA tensors against a float64 oracle, the sampled copy's memory, and two processes over
-NCCL. Run with `python -m pytest -m gpu`; without CUDA every test is skipped with its reason.
+NCCL (the norm under DDP; GRPO under ZeRO-3 and FSDP2). Run with `python -m pytest -m gpu`; without CUDA every test
+is skipped with its reason.
 """
 
 import json
@@ -152,22 +153,47 @@ def test_the_sampled_copy_takes_at_most_one_percent_of_the_trainable_memory():
     assert torch.cuda.memory_allocated() - start <= 0.01 * trainable
 
 
-@pytest.mark.skipif(
+two_gpus = pytest.mark.skipif(
     torch.cuda.device_count() < 2,
     reason=f"needs two GPUs for two processes over NCCL ({torch.cuda.device_count()} seen)",
 )
-def test_two_processes_over_nccl_give_the_single_process_norm(tmp_path):
+
+
+def torchrun(script, *args):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     done = subprocess.run(
-        [*command, str(HERE / "nccl_delta_norm.py"), str(tmp_path / "out.json")],
+        [*command, str(script), *args],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+
+
+@two_gpus
+def test_two_processes_over_nccl_give_the_single_process_norm(tmp_path):
+    torchrun(HERE / "nccl_delta_norm.py", str(tmp_path / "out.json"))
     ranks = [json.loads((tmp_path / f"out.{r}.json").read_text()) for r in (0, 1)]
     for rank in ranks:
         assert rank["device"] == f"cuda:{rank['rank']}"
         np.testing.assert_allclose(rank["norms"], rank["oracle"], rtol=1e-9)
     assert ranks[0]["norms"] == ranks[1]["norms"]
+
+
+@two_gpus
+@pytest.mark.parametrize("engine", ["zero3", "fsdp2"])
+def test_grpo_sharded_over_two_gpus_measures_the_exact_norm(tmp_path, tokenizer, engine):
+    # tests/distributed's ZeRO-3 and FSDP2 run on a GPU per process, over NCCL (its resume is CPU-tested there)
+    if engine == "zero3":
+        pytest.importorskip("deepspeed")
+    build_model(tokenizer).save_pretrained(tmp_path / "model")
+    script = HERE.parent / "distributed" / "sharded_two_ranks.py"
+    torchrun(script, engine, str(tmp_path / "model"), str(tmp_path), "straight", "cuda")
+    ranks = [json.loads((tmp_path / f"straight.rank{r}.json").read_text()) for r in (0, 1)]
+    for r, rank in enumerate(ranks):
+        assert rank["device"] == f"cuda:{r}"
+        assert rank["partitioned"] == rank["parameters"] > 0, "the parameters were not sharded"
+    assert ranks[0]["batches"] == ranks[1]["batches"] and ranks[0]["delta_norms"] == ranks[1]["delta_norms"]
+    assert len(ranks[0]["delta_norms"]) == 8 and max(ranks[0]["oracle"]) > 0
+    np.testing.assert_allclose(ranks[0]["delta_norms"], ranks[0]["oracle"], rtol=1e-6)

@@ -45,8 +45,8 @@ def test_frozen_parameters_are_ignored():
 
 
 class ZeroThreePartition(torch.nn.Parameter):
-    """Shaped like a DeepSpeed ZeRO-3 parameter: an empty visible tensor, this rank's flat piece in `ds_tensor`.
-    (DeepSpeed needs a GPU, so the real thing cannot run here.)"""
+    """Shaped like a DeepSpeed ZeRO-3 parameter: an empty visible tensor, this rank's flat piece in `ds_tensor`, for
+    the shard arithmetic in one process (the real ZeRO-3 runs in tests/distributed)."""
 
     def __new__(cls, partition):
         param = super().__new__(cls, torch.empty(0), requires_grad=True)
