@@ -56,12 +56,14 @@ def main():
 def digest_table(n=200_000):
     from datasets import Dataset
 
-    print(f"\nDigest of {n:,} prompts\n\n| prompts | digest | reading the column | ratio |\n|---|---|---|---|")
-    for kind, prompts in (
-        ("text", [f"What is {i} + {7 * i}? Show your work." for i in range(n)]),
-        ("conversations", [[{"role": "user", "content": f"What is {i} + {7 * i}?"}] for i in range(n)]),
+    print(f"\nDigest of {n:,} rows\n\n| rows | digest | reading the prompt column | ratio |\n|---|---|---|---|")
+    text = [f"What is {i} + {7 * i}? Show your work." for i in range(n)]
+    for kind, columns in (
+        ("text prompts", {"prompt": text}),
+        ("conversations", {"prompt": [[{"role": "user", "content": f"What is {i} + {7 * i}?"}] for i in range(n)]}),
+        ("text prompts and an answer", {"prompt": text, "answer": [str(8 * i) for i in range(n)]}),
     ):
-        dataset = Dataset.from_dict({"prompt": prompts})
+        dataset = Dataset.from_dict(columns)
         digest = statistics.median(_seconds(lambda d=dataset: prompts_digest(d)) for _ in range(3))
         read = statistics.median(_seconds(lambda d=dataset: list(d["prompt"])) for _ in range(3))
         print(f"| {kind} | {digest:.2f} s | {read:.2f} s | {digest / read:.1f}x |")

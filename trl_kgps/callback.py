@@ -144,6 +144,9 @@ class KGPSCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self.binding.on_step_end(args, state, control, **kwargs)
 
+    def on_train_end(self, args, state, control, **kwargs):
+        self.binding.on_train_end(args, state, control, **kwargs)
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.binding is not None:
             self.binding.on_log(args, state, control, logs=logs, **kwargs)

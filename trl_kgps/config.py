@@ -33,6 +33,12 @@ PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.
 # pool (measured above one factor shared by the whole pool without a column: docs/benchmarks.md).
 NO_METADATA = {"shared_variance": 0.0, "initial_variance": 4.0, "selection_temperature": 0.5}
 
+# The largest logit variance a field may set, and one round's process noise Q may add (`SelectionEngine.predict`):
+# the beliefs are float32 (largest value 3.4e38) and grow by Q every round. 1e12, a logit standard deviation of a
+# million, is far past any useful prior (at a standard deviation of 10, sigma(psi) is already near 0 or 1 for most of
+# it) and leaves 26 orders of magnitude before float32 overflows and the beliefs turn NaN.
+MAX_LOGIT_VARIANCE = 1e12
+
 # The metadata key under which a field declares what it accepts: a `Check`, which `KGPSConfig.__post_init__` reads.
 # HfArgumentParser hands a field's whole metadata to argparse's `add_argument`, which refuses keys it does not know;
 # `action` it knows, and there a `Check` builds argparse's plain store action, so `--help` and parsing are unchanged.
@@ -71,16 +77,19 @@ class OneOf(Check):
 
 @dataclass(frozen=True, kw_only=True)
 class Real(Check):
-    """A finite int or float (not a bool) >= `minimum`, or > it when `strict`."""
+    """A finite int or float (not a bool) >= `minimum`, or > it when `strict`, and <= `maximum`."""
 
     minimum: float = -math.inf
     strict: bool = False
+    maximum: float = math.inf
 
     def requirement(self, value, metadata):
         real = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if real and (value > self.minimum if self.strict else value >= self.minimum):
+        if real and (value > self.minimum if self.strict else value >= self.minimum) and value <= self.maximum:
             return None
         bound = "" if self.minimum == -math.inf else f" > {self.minimum}" if self.strict else f" >= {self.minimum}"
+        if self.maximum < math.inf:
+            bound += f"{' and' if bound else ''} <= {self.maximum:g}"
         return f"be a finite number{bound}"
 
 
@@ -183,7 +192,11 @@ class KGPSConfig:
         metadata={
             "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 ** process_noise_power is "
             "added to every prompt's logit variance after each policy update (paper App. B: 0.1).",
-            CHECK: Real(minimum=0.0, fix="use a non-negative value such as the paper's 0.1"),
+            CHECK: Real(
+                minimum=0.0,
+                maximum=MAX_LOGIT_VARIANCE,  # the process noise of a unit update norm
+                fix="use a non-negative value such as the paper's 0.1",
+            ),
         },
     )
     initial_variance: float = field(
@@ -193,7 +206,12 @@ class KGPSConfig:
             "around what its features predict, where residual_adaptation starts from. With shared_variance 0 (the "
             "paper): the logit variance P0 of every prompt before its first observation, set again when its warmup "
             "observation arrives (paper App. B: 1.0).",
-            CHECK: Real(minimum=0.0, strict=True, fix="use a positive logit variance such as the paper's 1.0"),
+            CHECK: Real(
+                minimum=0.0,
+                strict=True,
+                maximum=MAX_LOGIT_VARIANCE,
+                fix="use a positive logit variance such as the paper's 1.0",
+            ),
         },
     )
     warmup_epochs: int = field(
@@ -312,6 +330,7 @@ class KGPSConfig:
             "one independent filter per prompt (the paper).",
             CHECK: Real(
                 minimum=0.0,
+                maximum=MAX_LOGIT_VARIANCE,
                 fix="use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
             ),
         },
@@ -357,6 +376,7 @@ class KGPSConfig:
             "'fixed Q' ablation. Leave unset for the update-coupled Q.",
             CHECK: Real(
                 minimum=0.0,
+                maximum=MAX_LOGIT_VARIANCE,
                 optional=True,
                 fix="use a non-negative logit variance per round, or None for the update-coupled Q",
             ),

@@ -1,11 +1,15 @@
 """
 The documentation site's sources, checked without mkdocs: every page in `mkdocs.yml`'s nav exists, every object the
 API reference renders imports, and no relative link leaves `docs/` (mkdocs cannot publish a file outside it).
-`mkdocs build --strict` in CI checks the rest: anchors, docstrings, the rendered pages.
+`mkdocs build --strict` in CI checks the rest: anchors, docstrings, the rendered pages; where mkdocs is installed, one
+test builds the site to read the API reference's types as rendered.
 """
 
 import importlib
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +94,60 @@ def test_relative_links_stay_inside_docs(page):
         f"{page.name} links to files mkdocs cannot publish: {outside}. Link a file outside docs/ by its GitHub URL "
         "(https://github.com/trl-kgps/trl-kgps/blob/main/<path>), or copy an image into docs/figures/."
     )
+
+
+def test_hugging_face_item_types_become_the_plain_types_google_style_reads():
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location("griffe_plain_types", DOCS / "griffe_plain_types.py")
+    extension = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extension)
+    docstring = "\n".join(
+        [
+            "Selects prompts.",
+            "",
+            "Args:",
+            "    config (`KGPSConfig`, *optional*): the config (`KGPSConfig()` by default).",
+            "    seed (`int`, *optional*, defaults to `0`): seeds",
+            "        the draws (`rng`): a continuation.",
+            "    features (*optional*): what prompts share.",
+            "    m, P (`np.ndarray` of shape `(n,)`, float64): means and variances.",
+            "",
+            "Returns:",
+            "    `np.ndarray` of shape `(B,)`, int64: the batch.",
+            "",
+            "Text after (`x`): untouched.",
+        ]
+    )
+    assert extension.plain_types(docstring).splitlines() == [
+        "Selects prompts.",
+        "",
+        "Args:",
+        "    config (KGPSConfig): the config (`KGPSConfig()` by default).",
+        "    seed (int): seeds",
+        "        the draws (`rng`): a continuation.",
+        "    features: what prompts share.",
+        "    m, P (np.ndarray of shape (n,), float64): means and variances.",
+        "",
+        "Returns:",
+        "    np.ndarray of shape (B,), int64: the batch.",
+        "",
+        "Text after (`x`): untouched.",
+    ]
+
+
+def test_the_api_reference_shows_every_type_without_markdown(tmp_path):
+    # Before, the type column showed the docstrings' Markdown as typed: `KGPSConfig`, *optional*.
+    pytest.importorskip("mkdocs")
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    )
+    page = (tmp_path / "api" / "index.html").read_text()
+    rows = [
+        [" ".join(re.sub(r"<[^>]+>", " ", cell).split()) for cell in re.findall(r"<td>(.*?)</td>", row, re.DOTALL)]
+        for row in re.findall(r'<tr class="doc-section-item">(.*?)</tr>', page, re.DOTALL)
+    ]  # each row's cells as text: name, type, description, default (parameters); fewer for returns and attributes
+    assert ["config", "KGPSConfig"] == rows[0][:2]  # KGPSCallback's first parameter
+    assert [cell for row in rows for cell in row if "`" in cell or "*" in cell] == []  # Markdown left as typed

@@ -187,6 +187,19 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
 
 
 @supported
+def test_a_second_train_on_other_rows_is_refused_before_anything_changes(tmp_path):
+    trainer, kgps, _, dataset, _ = train(tmp_path, max_steps=2)
+    before = snapshot(kgps.engine)
+    # the same rows in another order: every belief would go to another prompt
+    trainer.train_dataset = dataset.select(range(len(dataset) - 1, -1, -1))
+    with pytest.raises(
+        ValueError, match=r"replaced by other rows \(\d+, where the first train\(\) had \d+\).*new AsyncGRPOTrainer"
+    ):
+        trainer.train()
+    assert_same_state(snapshot(kgps.engine), before)
+
+
+@supported
 def test_process_noise_comes_from_the_norm_between_the_versions_the_worker_is_sent(tmp_path):
     """With a weight sync every 2 steps, one prediction per sync, from the norm between the weights of consecutive
     versions: the oracle is the files the transfer stand-in wrote, one per version."""

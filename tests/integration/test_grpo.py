@@ -237,6 +237,28 @@ def test_a_trainer_argument_kgps_cannot_honour_is_refused_with_the_reason(
         )
 
 
+def test_remove_unused_columns_set_after_the_trainer_is_built_is_refused_before_the_first_batch(
+    tmp_path, model, tokenizer
+):
+    # Set on the arguments once the binding had checked them, it used to surface at step 1 as a collator's fault.
+    def reads_no_column(completions, **kwargs):
+        return [1.0] * len(completions)
+
+    kgps = KGPSCallback()
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=reads_no_column,
+        args=trainer_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    trainer.args.remove_unused_columns = True
+    with pytest.raises(ValueError, match=r"remove_unused_columns=True \(set on trainer.args after the trainer was "):
+        trainer.train()
+    assert kgps.sampler is None and kgps.engine is None and trainer.state.global_step == 0
+
+
 @pytest.mark.parametrize("form", ["two callbacks", "one callback twice", "explicit form twice"])
 def test_a_second_kgps_callback_on_one_trainer_is_refused_as_such(tmp_path, model, tokenizer, form):
     kgps = KGPSCallback()

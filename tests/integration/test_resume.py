@@ -1,5 +1,6 @@
 """Resuming from a checkpoint continues the very run that was interrupted: same prompts, same posterior."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -220,3 +221,125 @@ def test_resume_inside_a_batch_does_not_count_its_regenerated_rewards(tmp_path, 
     run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=3)
     resumed = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(tmp_path / "split" / "checkpoint-3"))
     assert resumed.rounds.batches_scored == straight.rounds.batches_scored == 4
+
+
+def refused_before_anything_changed(tmp_path, tokenizer, checkpoint, args, match, dataset=None, config=None):
+    """Resuming from `checkpoint` with `args` raises a ValueError matching `match`; no batch was scored, no belief
+    moved, and the checkpoint's state is as it was. Returns the message."""
+    state = checkpoint / "kgps_state.npz"
+    saved = state.read_bytes() if state.is_file() else None
+    kgps = SpyKGPS(config or KGPSConfig())
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=StepReward(),
+        args=trainer_args(tmp_path, max_steps=8, **args),
+        train_dataset=prompt_dataset(6) if dataset is None else dataset,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(ValueError, match=match) as refused:
+        trainer.train(resume_from_checkpoint=str(checkpoint))
+    assert kgps.rounds.batches_scored == 0 and (kgps.selector.mean == 0).all()
+    assert (state.read_bytes() if state.is_file() else None) == saved
+    return str(refused.value)
+
+
+def answers(order):
+    """Six rows, two per prompt text, each with its own answer (one question with several targets), in `order`."""
+    from datasets import Dataset
+
+    rows = [(f"p{i // 2} a b", f"answer {i}", i) for i in order]
+    return Dataset.from_dict({key: list(values) for key, values in zip(("prompt", "answer", "idx"), zip(*rows))})
+
+
+def test_rows_that_share_a_prompt_reordered_are_refused(tmp_path, tokenizer):
+    # The prompt column reads the same in both orders; the rows (their answers) do not.
+    run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4, dataset=answers([0, 1, 2, 3, 4, 5]))
+    swapped = answers([1, 0, 2, 3, 5, 4])
+    assert swapped["prompt"] == answers(range(6))["prompt"]
+    refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / "checkpoint-4",
+        CONFIGS["lag1"][1],
+        r"its 6 rows are this run's in another order: rows that share their 'prompt' and differ in another column",
+        dataset=swapped,
+    )
+    refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / "checkpoint-4",
+        CONFIGS["lag1"][1],
+        r"saved for other rows than this run's 6 \(its 'answer' column differs",
+        dataset=answers(range(6)).map(lambda row: {"answer": row["answer"] + "!"}),
+    )
+    resumed = run(
+        tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), dataset=answers(range(6))
+    )
+    assert resumed.rounds.batches_scored > 0
+
+
+@pytest.mark.parametrize(
+    "name, resumed, field",
+    [
+        ("lag0", dict(per_device_train_batch_size=16, steps_per_generation=1), "steps_per_generation=2 (this run: 1)"),
+        ("lag1", dict(per_device_train_batch_size=8, num_iterations=2), "num_iterations=1 (this run: 2)"),
+        (
+            "lag1",
+            dict(per_device_train_batch_size=8, gradient_accumulation_steps=2, steps_per_generation=1),
+            "gradient_accumulation_steps=1 (this run: 2)",
+        ),
+    ],
+    ids=["steps_per_generation", "num_iterations", "gradient_accumulation_steps"],
+)
+def test_another_mapping_of_steps_to_generation_batches_is_refused_naming_the_field(
+    tmp_path, tokenizer, name, resumed, field
+):
+    # The same prompts per generation batch, read by other steps: before, a silent misattribution or, at the first
+    # step, "The trainer scored prompts ... (a custom dataloader or sampler?)".
+    num_prompts, args = CONFIGS[name]
+    run(tmp_path, tokenizer, num_prompts, args, stop_at=4)
+    message = refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / "checkpoint-4",
+        resumed,
+        re.escape(f"was saved by a run with {field}: the trainer maps its steps to generation batches"),
+        dataset=prompt_dataset(num_prompts),
+    )
+    assert f"Resume with {field.split(' ')[0]}; to change it, move kgps_state.npz out" in message
+
+
+@pytest.mark.parametrize("source, target", [(6, 2), (2, 6)], ids=["later-into-earlier", "earlier-into-later"])
+def test_a_state_copied_from_another_checkpoint_is_refused_naming_both_steps(tmp_path, tokenizer, source, target):
+    run(tmp_path, tokenizer, 6, {**CONFIGS["lag1"][1], "save_steps": 2})
+    shutil.copyfile(
+        tmp_path / f"checkpoint-{source}" / "kgps_state.npz", tmp_path / f"checkpoint-{target}" / "kgps_state.npz"
+    )
+    message = refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / f"checkpoint-{target}",
+        CONFIGS["lag1"][1],
+        rf"holds KGPS's state at step {source} of training, and this checkpoint resumes the trainer at step {target}",
+    )
+    assert message.endswith(
+        f"Resume from the checkpoint of step {source}, or put back the kgps_state.npz saved with this one."
+    )
+
+
+def test_a_state_that_is_a_directory_is_refused_without_asking_for_the_flag_already_set(tmp_path, tokenizer):
+    run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], stop_at=4)
+    state = tmp_path / "checkpoint-4" / "kgps_state.npz"
+    state.unlink()
+    state.mkdir()
+    message = refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / "checkpoint-4",
+        CONFIGS["lag1"][1],
+        r"kgps_state\.npz is a directory, not the file KGPS saves its state in",
+        config=KGPSConfig(restart_on_missing_state=True),
+    )
+    assert "does not exist" not in message and "pass KGPSConfig(restart_on_missing_state=True)" not in message
+    assert "remove the directory from this checkpoint to start KGPS afresh" in message

@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -75,6 +76,32 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, mo
     assert int(np.sum(table["times_selected"])) >= 6 * 4
 
 
+@pytest.mark.slow
+def test_the_demo_card_says_each_thing_once_as_the_summary_prints_it(tmp_path, capsys):
+    # Before: coverage twice with two values (the prompts observed, and kgps/coverage: its mean over the last logged
+    # steps), groups' predicted success other than the printed ones, and TRL's unfilled template (`licence: license`,
+    # blank lines for tracker badges) left in.
+    main(["train", "--output_dir", str(tmp_path), *FEW_STEPS])
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "kgps_summary.json").read_text())
+    card = (tmp_path / "README.md").read_text()
+
+    assert "licence" not in card
+    assert "## Training procedure\n\nThis model was trained with GRPO" in card
+    observed = summary["prompts_observed"]
+    coverage = f"coverage: {observed} of 16 prompts observed ({observed / 16:.1%})"
+    assert card.count("coverage") == 1 and f"- {coverage}\n" in card
+    assert f"\n{coverage}\n" in printed and "kgps/coverage" not in summary["kgps"]
+    # Each group's predicted success: the shared part's at the end, in the card's table as in the printed summary.
+    groups = summary["group_predicted_success"]
+    assert set(groups) == {f"level={level}" for level in (1, 2, 3, 4)}
+    for group, success in groups.items():
+        assert card.count(f"| {group} |") == 1 and re.search(rf"\| {group} \| \d+ \| {success:.3f} \|", card)
+        assert re.search(rf"\n  {group} \(.*\)\s+{success:.3f} / ", printed)
+        assert f"kgps/group/{group}/predicted_success" not in card
+    assert "Last logged metrics, each the mean over the steps since the log before it" in card
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -88,6 +115,10 @@ def test_train_writes_the_model_state_card_summary_and_plot(tmp_path, capsys, mo
             r"feature_columns names \['nosuch'\], which the train dataset does not have",
         ),
         (["--max_steps", "0"], r"--max_steps 0 trains nothing"),
+        (
+            ["--dataset_name", "/nonexistent/sums"],  # before, datasets' FileNotFoundError and its traceback
+            r"--dataset_name /nonexistent/sums: Couldn't find any data file at /nonexistent/sums\. Name a local folder",
+        ),
     ],
 )
 def test_train_refuses_bad_flags_in_one_line_before_the_warm_start(tmp_path, caplog, args, message):
@@ -95,6 +126,17 @@ def test_train_refuses_bad_flags_in_one_line_before_the_warm_start(tmp_path, cap
         main(["train", "--output_dir", str(tmp_path), *args])
     assert "Warm start" not in caplog.text
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["a_file", "a_folder_under_a_file"])
+def test_train_refuses_an_output_dir_that_names_a_file_before_the_warm_start(tmp_path, caplog, inside):
+    # Before, the trainer's makedirs raised FileExistsError with a traceback, after the warm start had run.
+    (tmp_path / "notes.txt").write_text("mine")
+    output_dir = tmp_path / "notes.txt" / ("run" if inside else "")
+    with pytest.raises(SystemExit, match=rf"^trl-kgps train: --output_dir {output_dir}: .*notes.txt is a file, not a"):
+        main(["train", "--output_dir", str(output_dir), *FEW_STEPS])
+    assert "Warm start" not in caplog.text
+    assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
 def test_train_help_lists_trl_kgps_and_script_flags():

@@ -1,6 +1,7 @@
 import argparse
 import dataclasses
 import math
+import re
 
 import pytest
 
@@ -100,6 +101,26 @@ def test_bad_values_name_the_field_the_value_and_a_fix(field, value):
     assert any(word in str(error.value) for word in ("use", "Use")), str(error.value)
 
 
+@pytest.mark.parametrize(
+    "preset, field, value",
+    [
+        (KGPSConfig, "gamma", 1e300),
+        (KGPSConfig, "initial_variance", 1e39),
+        (KGPSConfig, "shared_variance", 1e39),
+        (KGPSConfig, "fixed_process_noise", 1e39),
+        (KGPSConfig.paper, "gamma", 1e300),
+        (KGPSConfig.paper, "initial_variance", 1e39),
+    ],
+)
+def test_variances_past_what_float32_beliefs_hold_are_refused_with_the_range(preset, field, value):
+    # Before, they were accepted: the beliefs overflowed float32 to NaN, which was saved without a word (and refused
+    # as corrupted on resume); with the paper's preset, top-B selection over NaN scores raised an IndexError.
+    message = rf"^{field} must be a finite number [>=]+ 0.0 and <= 1e\+12, got {re.escape(repr(value))}: use"
+    with pytest.raises(ValueError, match=message):
+        preset(**{field: value})
+    preset(**{field: 1e12})  # the bound itself is accepted
+
+
 def test_ablations_are_valid_configs():
     KGPSConfig(process_noise_power=2.0)
     KGPSConfig(fixed_process_noise=0.01)
@@ -160,8 +181,11 @@ def refused(check, metadata):
         return [("nosuch", f"be one of {tuple(metadata['choices'])}"), (None, "be one of")]
     if isinstance(check, Real):
         bound = "" if check.minimum == -math.inf else f" {'>' if check.strict else '>='} {check.minimum}"
+        bound += f"{' and' if bound else ''} <= {check.maximum:g}" if check.maximum < math.inf else ""
         below = [check.minimum if check.strict else check.minimum - 1] if check.minimum > -math.inf else []
-        return [(value, f"be a finite number{bound}") for value in [*below, math.nan, math.inf, "1", True, *none]]
+        above = [check.maximum * 10] if check.maximum < math.inf else []
+        values = [*below, *above, math.nan, math.inf, "1", True, *none]
+        return [(value, f"be a finite number{bound}") for value in values]
     if isinstance(check, Integer):
         return [
             (value, f"be an integer >= {check.minimum}")
@@ -271,7 +295,8 @@ def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
         ),
         (
             {"initial_variance": 0},
-            "initial_variance must be a finite number > 0.0, got 0: use a positive logit variance such as the paper's 1.0.",
+            "initial_variance must be a finite number > 0.0 and <= 1e+12, got 0: use a positive logit variance such as "
+            "the paper's 1.0.",
         ),
         (
             {"quadrature_points": 1},

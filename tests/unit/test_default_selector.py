@@ -1,5 +1,6 @@
 """The default's departures from the paper, each against an independent oracle (scipy, exact sums, hand values)."""
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -115,6 +116,36 @@ def test_temperature_sharpens_the_draw():
     scores = np.array([1.0, 3.0])
     first = [draw(np.arange(2), scores, 1, "sample", rng, temperature=0.5)[0] for _ in range(20000)]
     assert np.mean(first) == pytest.approx(9 / 10, abs=0.01)  # 3^2 / (1^2 + 3^2)
+
+
+@pytest.mark.parametrize("temperature", [1e-310, 1e-300, 1e-30])  # 1e-310 is subnormal
+def test_a_tiny_temperature_draws_the_limit_the_top_scores_in_order(temperature):
+    # Before, log(score) / 1e-310 was -inf for every score below 1, and the batch was the random tie-break's order.
+    rng = np.random.default_rng(4)
+    scores = rng.uniform(0.0, 0.25, 50)
+    for _ in range(20):
+        top = np.argsort(-scores)[:8]
+        np.testing.assert_array_equal(draw(np.arange(50), scores, 8, "sample", rng, temperature), top)
+
+
+@pytest.mark.parametrize("temperature", [1e-310, 1e-300])
+@pytest.mark.parametrize(
+    "config",
+    [KGPSConfig(feature_columns=[]), KGPSConfig.per_prompt()],
+    ids=["whole_pool", "candidates"],
+)
+def test_a_selector_with_a_tiny_temperature_chooses_what_top_b_chooses(config, temperature):
+    # Distinct scores (each prompt seen in its own number of rollouts): the limit of the draw is the top-B, over the
+    # whole pool (by rejection, then its exact fallback) or over the same random candidates.
+    def chosen(selection):
+        selector = KGPSSelector(200, dataclasses.replace(config, selection=selection), seed=0)
+        trials = np.arange(1, 201)
+        selector.update(np.arange(200), np.random.default_rng(1).binomial(trials, 0.5), trials)
+        assert np.unique(selector.scores()).size >= 198
+        return selector.select(8)
+
+    config = dataclasses.replace(config, selection_temperature=temperature)
+    np.testing.assert_array_equal(np.sort(chosen("sample")), np.sort(chosen("top")))
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5])

@@ -110,3 +110,35 @@ def test_a_threshold_reached_once_is_never_warned_about(caplog):
             rule(np.array([[0.0], [0.0]]))  # a hard stretch after a success: no warning
             rule(np.array([[NAN], [NAN]]))  # no usable reward: not a batch without success either
     assert not caplog.text
+
+
+def test_rewards_that_all_sit_on_the_threshold_warn_once_that_every_completion_succeeds(caplog):
+    from trl_kgps.engine.outcomes import BATCHES_BEFORE_ON_THRESHOLD_WARNING
+
+    rule = SuccessRule(["constant"], [1.0], None, 0.5)  # a reward of 0.5 on every completion, the default threshold
+    with caplog.at_level(logging.WARNING):
+        for batch in range(BATCHES_BEFORE_ON_THRESHOLD_WARNING + 3):
+            assert not caplog.text or batch >= BATCHES_BEFORE_ON_THRESHOLD_WARNING
+            success, _ = rule(np.array([[0.5], [0.5], [NAN]]))
+            assert success[:2].all()
+    assert caplog.text.count("equals success_threshold, 0.5, exactly, so every completion counts as a success") == 1
+    assert "set success_threshold above it" in caplog.text
+    assert "not all 0 or 1" not in caplog.text  # one cause, one warning
+    # The trainer's rewards are float32: 0.3 there is 0.3 + 1.2e-8, a success at a threshold of 0.3, and on it.
+    caplog.clear()
+    rule = SuccessRule(["constant"], [1.0], None, 0.3)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(BATCHES_BEFORE_ON_THRESHOLD_WARNING):
+            assert rule(np.full((2, 1), 0.3, dtype=np.float32))[0].all()
+    assert "equals success_threshold, 0.3, exactly" in caplog.text
+
+
+def test_rewards_off_the_threshold_once_are_never_warned_about_as_on_it(caplog):
+    from trl_kgps.engine.outcomes import BATCHES_BEFORE_ON_THRESHOLD_WARNING
+
+    rule = SuccessRule(["accuracy"], [1.0], None, 1.0)
+    with caplog.at_level(logging.WARNING):
+        rule(np.array([[1.0], [0.0]]))
+        for _ in range(2 * BATCHES_BEFORE_ON_THRESHOLD_WARNING):
+            rule(np.array([[1.0], [1.0]]))  # an easy stretch after a failure: every completion solved, no warning
+    assert not caplog.text

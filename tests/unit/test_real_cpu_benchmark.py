@@ -311,3 +311,46 @@ def test_the_level_trace_gives_each_level_its_share_of_the_scores_and_adds_up_th
         assert f"L{level} true {truth[members].mean():.3f}" in line
         assert f"draw {scores[members].sum() / scores.sum():.3f}" in line
     assert line.startswith("step  20 |") and line.rstrip().endswith("Q 0.75")
+
+
+def _verdict_module():
+    import one_line_verdict
+
+    return one_line_verdict
+
+
+def test_the_verdicts_standard_error_is_the_sample_deviation_over_root_n():
+    verdict = _verdict_module()
+    d = np.array([0.01, 0.03, -0.02, 0.0])
+    mean, se = verdict.mean_se(d)
+    assert mean == pytest.approx(0.005)
+    # by hand: deviations 0.005, 0.025, -0.025, -0.005; squares sum to 0.0013; sqrt(0.0013 / 3) / sqrt(4)
+    assert se == pytest.approx((0.0013 / 3) ** 0.5 / 2)
+
+
+def test_a_wrong_column_regime_takes_a_column_blind_method_from_its_twin_and_never_the_one_line(tmp_path):
+    verdict = _verdict_module()
+    run = {"heldout_accuracy": [0.5], "steps": [0], "rollouts": [1]}
+    results = {
+        "regimes": {
+            "base": {"runs": {"uniform": {"5": run}, "one_line": {"5": run}}},
+            "unrelated_column": {"runs": {"one_line": {"0": run}}},
+        }
+    }
+    path = tmp_path / "real_cpu.json"
+    path.write_text(json.dumps(results))
+    runs = verdict.load([str(path)])
+    assert runs["unrelated_column"]["uniform"] == {"5": run}
+    assert runs["unrelated_column"]["one_line"] == {"0": run}
+
+
+def test_the_committed_one_line_verdict_is_what_its_runs_give():
+    verdict = _verdict_module()
+    root = BENCHMARKS.parent
+    runs = verdict.load([str(root / verdict.RESULTS / name / "real_cpu.json") for name in verdict.FILES])
+    tables, shortfalls = verdict.verdict(runs)
+    committed = (root / verdict.RESULTS / "one_line_verdict.md").read_text()
+    assert tables in committed
+    assert all(f"- {shortfall}" in committed for shortfall in shortfalls)
+    # every comparison of the true-column table is over the ten seeds 0-9
+    assert all(len(runs[regime]["one_line"]) == 10 for regime in verdict.TRUE_COLUMN)

@@ -74,9 +74,12 @@ def test_the_train_summary_prints_small_values_in_scientific_notation_and_names_
         "accuracy_before": {"all": 0.5, "level 1": 0.4, "level 4": 0.1},
         "accuracy_after": {"all": 0.6, "level 1": 0.5, "level 4": 0.1},
         "times_selected_per_prompt": {"uniform": 4.7, "level 1": 6.19, "level 4": 2.2},
-        "kgps": {"kgps/process_noise": 4.23e-05, "kgps/delta_norm": 0.000423, "kgps/group/level=4/predicted_success": 0.1},
+        "kgps": {"kgps/process_noise": 4.23e-05, "kgps/delta_norm": 0.000423, "kgps/group/level=4/batch_share": 0.2},
+        "coverage": 509 / 512, "prompts_observed": 509, "num_prompts": 512,
+        "group_predicted_success": {"level=4": 0.1},
     }  # fmt: skip
     text = _format(summary, "out", ["kgps_rollouts.png"])
+    assert "selector kgps: 300 steps, 19200 rollouts\ncoverage: 509 of 512 prompts observed (99.4%)\n" in text
     assert "last KGPS metrics: process_noise 4.23e-05, delta_norm 0.000423\n" in text
     assert "  level 1: a+b    0.400 -> 0.500\n  level 4: ab+cd  0.100 -> 0.100\n" in text
     assert (

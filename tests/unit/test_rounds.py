@@ -166,3 +166,21 @@ def test_a_scored_batchs_metrics_by_hand():
     assert metrics["kgps/predicted_success"] == pytest.approx(scored.predicted.mean())
     assert metrics["kgps/mae"] == pytest.approx(np.abs(predicted - empirical).mean())
     assert metrics["kgps/spearman"] == pytest.approx(spearmanr(predicted, empirical).statistic)
+
+
+def test_a_process_noise_past_the_largest_logit_variance_is_refused_before_any_belief_changes():
+    # gamma at its bound, 1e12, and a norm of 2: Q = 2e12. Before, it was added, and a few such steps overflowed the
+    # float32 variances to NaN, saved in every checkpoint without a word and refused as corrupted on resume.
+    from trl_kgps.engine.engine import SelectionEngine
+
+    selector = KGPSSelector(12, KGPSConfig(gamma=1e12), seed=0)
+    engine = SelectionEngine(selector, 3)
+    batch = engine.choose()
+    engine.observe(batch, np.array([1, 2, 3]), np.array([4, 4, 4]))
+    before = selector.state_dict()
+    with pytest.raises(ValueError, match=r"Q = 2e\+12 for an update norm of 2, is above 1e\+12.*Lower gamma"):
+        engine.predict(2.0)
+    for name, value in before.items():
+        np.testing.assert_equal(selector.state_dict()[name], value, err_msg=name)
+    assert engine.predict(1.0)["kgps/process_noise"] == 1e12  # at the bound: applied
+    assert np.isfinite(selector.variance).all()

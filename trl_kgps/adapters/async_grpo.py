@@ -43,6 +43,7 @@ from transformers import TrainerCallback
 from ..config import KGPSConfig
 from ..engine.engine import SelectionEngine
 from ..engine.outcomes import SuccessRule
+from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from . import async_trl_private, checkpoint, trl_private
 from .binding import Binding
@@ -227,6 +228,7 @@ class AsyncGRPOBinding(Binding):
         super().__init__(trainer, owner, config, selector)
         self.check_one_per_trainer()
         self.service: SelectionService | None = None
+        self._rows: Any = None  # the train dataset of the first `train()`, whose rows the engine's beliefs are about
         trl_private.wrap(trainer, "get_train_dataloader", self._wrap_get_train_dataloader)
         trl_private.bind_saves(
             trainer,
@@ -256,25 +258,49 @@ class AsyncGRPOBinding(Binding):
 
     def _wrap_get_train_dataloader(self, original):
         def wrapped(*args, **kwargs):
+            self._check_rows(self.trainer.train_dataset)  # on every rank, before anything changes
             if self.trainer.accelerator.is_main_process:
                 self._build()
             return original(*args, **kwargs)
 
         return wrapped
 
+    def _check_rows(self, dataset: Any) -> None:
+        """
+        Another `train()` goes on with the engine's beliefs, which are about the first `train()`'s rows: the same
+        dataset, or one with the same rows in the same order (`prompts_digest`). Other rows (a curriculum's next
+        stage) are refused: the selection service serves the worker for the trainer's whole life, so KGPS cannot
+        start afresh inside it.
+        """
+        if self._rows is None:
+            self._rows = dataset
+            return
+        if dataset is self._rows:
+            return
+        if len(dataset) == len(self._rows) and prompts_digest(dataset) == prompts_digest(self._rows):
+            return
+        raise ValueError(
+            f"trainer.train_dataset was replaced by other rows ({len(dataset)}, where the first train() had "
+            f"{len(self._rows)}), and under AsyncGRPOTrainer KGPS's beliefs, about the first rows, live in a selection "
+            "service that serves the rollout worker for the trainer's whole life. Build a new AsyncGRPOTrainer with a "
+            "new KGPSCallback for the new rows, or train on the rows the beliefs are about."
+        )
+
     def _resume_from(self, directory: str) -> None:
         """Restores the state saved in `directory` (rank 0), or raises before changing anything; the new worker is
         then handed the batches pending at the checkpoint first."""
         if self.service is not None:
             with self.service.lock:
-                checkpoint.resume(directory, self.config, self.selector, self.engine, self.prompts_digest)
+                checkpoint.resume(
+                    directory, self.config, self.selector, self.engine, self.prompts_digest, self.trainer_record()
+                )
             self.service.restart()
 
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` (rank 0), the engine as it is between two of its operations."""
-        if self.service is not None and self.trainer.args.should_save:
+        if self.service is not None and self.trainer.args.should_save and not self.copy_best_state(directory):
             with self.service.lock:
-                checkpoint.save(directory, self.selector, self.engine, self.prompts_digest())
+                checkpoint.save(directory, self.selector, self.engine, self.prompts_digest(), self.trainer_record())
 
     def _build(self) -> None:
         """The engine and its service, once; then, for this `train()`, the worker reads from them."""

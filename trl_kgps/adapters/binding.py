@@ -4,12 +4,14 @@ trainer saves and restored on resume, the model card's `## KGPS` section, and th
 """
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
+from ..engine import state_file
 from ..engine.engine import SelectionEngine
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
@@ -45,6 +47,10 @@ class Binding:
         engine (`SelectionEngine` or `None`): the engine choosing the prompts, once training started.
         delta (`ParameterDelta` or `None`): the update norm's reference copy, once training started.
         metadata (`Metadata` or `None`): the metadata columns KGPS found in the dataset, when it looked for them.
+        requested_selector (`str`, `PromptSelector` or `None`): the `selector` passed, from which a fresh start (a
+            `train()` on other rows) builds the selector again.
+        best_checkpoint (`str` or `None`): after a `train()` whose end loaded the best checkpoint's weights
+            (`load_best_model_at_end`), that checkpoint, whose KGPS state is the one saved beside them.
     """
 
     def __init__(
@@ -54,10 +60,12 @@ class Binding:
         self.owner = owner
         self.config = config
         self.selector = selector
+        self.requested_selector = selector
+        self.best_checkpoint: str | None = None
         self.engine: SelectionEngine | None = None
         self.delta: ParameterDelta | None = None
         self.metadata: Metadata | None = None
-        self._prompts: dict[str, str] | None = None
+        self._prompts: dict[str, Any] | None = None
 
     def build_selector(self, dataset: Any, reward_funcs: Sequence[Any]) -> PromptSelector:
         """
@@ -102,6 +110,12 @@ class Binding:
     def on_train_begin(self, args, state, control, **kwargs) -> None:
         self.delta = ParameterDelta(self.trainer.model.parameters(), self.config.delta_norm_sample, seed=args.seed)
         self.delta.reset()
+        self.best_checkpoint = None
+
+    def on_train_end(self, args, state, control, **kwargs) -> None:
+        # `Trainer` has just loaded the best checkpoint's weights; the run's beliefs stay those of its last step.
+        if args.load_best_model_at_end and state.best_model_checkpoint is not None:
+            self.best_checkpoint = state.best_model_checkpoint
 
     def on_optimizer_step(self, args, state, control, **kwargs) -> None:
         pass
@@ -121,8 +135,47 @@ class Binding:
         if any(c is not self.owner for c in callbacks) or callbacks.count(self.owner) > 1:
             raise ValueError(ONE_PER_TRAINER)
 
-    def prompts_digest(self) -> dict[str, str] | None:
-        """The digest of the prompts the engine chooses among, which a checkpoint records and a resume checks."""
+    def trainer_record(self) -> dict[str, int]:
+        """What a checkpoint records of the trainer and a resume checks: its `global_step`."""
+        return {"global_step": self.trainer.state.global_step}
+
+    def copy_best_state(self, directory: str) -> bool:
+        """
+        After a `train()` whose end loaded the best checkpoint's weights (`load_best_model_at_end`), a model saved
+        from them gets that checkpoint's KGPS state, the beliefs of the step those weights are from, not the run's
+        last: copies it into `directory` and says so in the main process's log; whether it did. Without it (deleted),
+        the caller saves the run's last state, and the log says that the two steps differ.
+        """
+        if self.best_checkpoint is None:
+            return False
+        source = os.path.join(self.best_checkpoint, state_file.STATE_FILE)
+        target = os.path.join(directory, state_file.STATE_FILE)
+        if os.path.exists(target) and os.path.exists(source) and os.path.samefile(source, target):
+            return True
+        step = self.trainer.state.global_step
+        if not os.path.isfile(source):
+            logger.warning(
+                "%s holds no %s, so the KGPS state saved in %s beside the best model's weights (load_best_model_at_end) "
+                "is this run's at step %d, not that of the step the weights are from.",
+                self.best_checkpoint,
+                state_file.STATE_FILE,
+                directory,
+                step,
+            )
+            return False
+        state_file.copy(source, directory)
+        logger.warning(
+            "KGPS saved in %s the state of %s, the best model whose weights TRL loaded (load_best_model_at_end): the "
+            "beliefs at that step, not at this run's last step (%d), which the callback still holds "
+            "(`callback.difficulty_table()`).",
+            directory,
+            self.best_checkpoint,
+            step,
+        )
+        return True
+
+    def prompts_digest(self) -> dict[str, Any] | None:
+        """The digest of the rows the engine chooses among, which a checkpoint records and a resume checks."""
         if self._prompts is None:
             self._prompts = prompts_digest(self.dataset)
         return self._prompts
@@ -132,4 +185,7 @@ class Binding:
         if self.engine is not None and self.trainer.is_world_process_zero():
             # KGPS's own config is the one it ran with (the columns it found, or its per-prompt filter without them).
             config = getattr(self.selector, "config", self.config)
-            add_kgps_section(self.trainer, self.selector, config, self.rounds, self.dataset, self.metadata)
+            best = self.best_checkpoint
+            if best is not None and not os.path.isfile(os.path.join(best, state_file.STATE_FILE)):
+                best = None  # the run's last state was saved (`copy_best_state`)
+            add_kgps_section(self.trainer, self.selector, config, self.rounds, self.dataset, self.metadata, best)

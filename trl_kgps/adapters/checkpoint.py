@@ -37,13 +37,15 @@ def save(
     directory: str,
     selector: PromptSelector,
     progress: Progress,
-    prompts: dict[str, str] | None,
+    prompts: dict[str, Any] | None,
+    trainer: dict[str, int] | None = None,
 ) -> None:
     """
-    Writes `directory/kgps_state.npz`: the states of the selector and of the run's `progress`, and the digest of the
-    `prompts`.
+    Writes `directory/kgps_state.npz`: the states of the selector and of the run's `progress`, the digest of the
+    `prompts` (the train dataset's rows), and the `trainer`'s record: its `global_step`, and the arguments that map its
+    steps to generation batches (`gradient_accumulation_steps`, ...), which a resume checks.
     """
-    state_file.write(directory, selector, progress.state_dict(), prompts)
+    state_file.write(directory, selector, progress.state_dict(), prompts, trainer)
 
 
 def resume(
@@ -51,19 +53,21 @@ def resume(
     config: KGPSConfig,
     selector: PromptSelector,
     progress: Progress,
-    prompts: Callable[[], dict[str, str] | None],
+    prompts: Callable[[], dict[str, Any] | None],
+    trainer: dict[str, int] | None = None,
 ) -> None:
     """
     Restores the state saved in `directory` into `selector` and `progress`, or raises before changing either. A
-    missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's prompts digest.
+    missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's rows digest, and
+    `trainer` the resuming trainer's record (as `save` takes it), which must match the saved one.
     """
     path = os.path.join(directory, state_file.STATE_FILE)
     if not os.path.exists(path) and config.restart_on_missing_state:
         logger.warning("%s holds no KGPS state: the estimator starts afresh (restart_on_missing_state).", directory)
         return
     try:
-        selector_state, progress_state = state_file.read_run(path, selector, progress.batch_size, prompts())
-    except state_file.UnreadableState:
+        selector_state, progress_state = state_file.read_run(path, selector, progress.batch_size, prompts(), trainer)
+    except (state_file.UnreadableState, state_file.OtherTrainerState):
         raise  # its message says what to resume from
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None

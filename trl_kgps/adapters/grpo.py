@@ -22,6 +22,7 @@ from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
 from ..engine.outcomes import SuccessRule
+from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from ..sampler import KGPSRepeatSampler
 from . import checkpoint, trl_private
@@ -30,6 +31,17 @@ from .distributed import check_ranks_agree, fingerprint, gather_indices
 
 
 logger = logging.getLogger(__name__)
+
+
+def _check_columns_kept(args: Any, changed_after_init: bool = False) -> None:
+    """Refuses `remove_unused_columns=True`, checked when the binding is built and again when the data loader is."""
+    if args.remove_unused_columns:
+        when = " (set on trainer.args after the trainer was built)" if changed_after_init else ""
+        raise ValueError(
+            f"remove_unused_columns=True{when} would drop the {trl_private.INDEX_COLUMN!r} column by which KGPS "
+            "attributes rewards to prompts: set remove_unused_columns=False (GRPOConfig's and RLOOConfig's "
+            "default)."
+        )
 
 
 class GRPOBinding(Binding):
@@ -59,12 +71,7 @@ class GRPOBinding(Binding):
                 "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
                 "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
             )
-        if trainer.args.remove_unused_columns:
-            raise ValueError(
-                f"remove_unused_columns=True would drop the {trl_private.INDEX_COLUMN!r} column by which KGPS "
-                "attributes rewards to prompts: set remove_unused_columns=False (GRPOConfig's and RLOOConfig's "
-                "default)."
-            )
+        _check_columns_kept(trainer.args)
         self.sampler: KGPSRepeatSampler | None = None
         trl_private.bind(
             trainer,
@@ -90,17 +97,20 @@ class GRPOBinding(Binding):
                 "optimizer step. Add it too: `trainer.add_callback(callback)`."
             )
         self.check_one_per_trainer()
+        _check_columns_kept(trainer.args, changed_after_init=True)
         dataset = trainer.train_dataset if dataset is None else dataset
         if isinstance(dataset, trl_private.IndexedRows):
             dataset = dataset.rows
         if isinstance(dataset, IterableDataset):
             raise ValueError("KGPS needs a map-style train dataset: an IterableDataset has no indices to select.")
+        if self.sampler is not None:
+            if self._same_rows(dataset):
+                # Another `train()` on the same rows: the batch its predecessor chose ahead was never generated.
+                self.rounds.drop_pending()
+                self.sampler.data_source = dataset
+                return self.sampler
+            self._start_afresh(dataset)
         self._prompts = None
-        if self.sampler is not None and self.sampler.num_samples == len(dataset):
-            # Another `train()` on this trainer: the batch its predecessor chose ahead was never generated.
-            self.rounds.drop_pending()
-            self.sampler.data_source = dataset
-            return self.sampler
         if self.selector is None or isinstance(self.selector, str):
             self.selector = self.build_selector(dataset, trainer.reward_funcs)
         batch_size, G, repeat_count = trl_private.generation_layout(trainer)
@@ -118,6 +128,44 @@ class GRPOBinding(Binding):
             *trl_private.reward_functions(trainer), self.config.success_reward, self.config.success_threshold
         )
         return self.sampler
+
+    def _same_rows(self, dataset: Any) -> bool:
+        """Whether `dataset` holds the rows the sampler chose among, in the same order: the same object, or the same
+        digest (`prompts_digest`)."""
+        previous = self.sampler.data_source
+        if dataset is previous:
+            return True
+        if len(dataset) != len(previous):
+            return False
+        digest = self.prompts_digest()  # the previous rows'
+        return digest is not None and digest == prompts_digest(dataset)
+
+    def _start_afresh(self, dataset: Any) -> None:
+        """
+        Another `train()` after `trainer.train_dataset` was replaced by other rows (a curriculum's next stage): every
+        belief is about a row of the previous dataset, so KGPS starts afresh on the new rows, as a new run would, and
+        says so. A selector instance passed to the callback holds beliefs about the previous rows: refused, before
+        anything changes.
+        """
+        previous = self.sampler.num_samples
+        if self.requested_selector is not None and not isinstance(self.requested_selector, str):
+            raise ValueError(
+                f"trainer.train_dataset was replaced by other rows ({len(dataset)}, where the last train() had "
+                f"{previous}), and this KGPSCallback selects with the {type(self.requested_selector).__name__} it was "
+                "given, whose beliefs are about the previous rows. To start afresh on the new rows, build the callback "
+                'with a selector name, e.g. KGPSCallback(config) or KGPSCallback(config, selector="mopps"); to go on '
+                "with these beliefs, train on the dataset they are about."
+            )
+        if self.trainer.is_world_process_zero():
+            logger.warning(
+                "trainer.train_dataset was replaced by other rows (%d, where the last train() had %d): KGPS starts "
+                "afresh on them, as a new run would, and leaves the beliefs about the previous rows (the last "
+                "checkpoint of that train() keeps them).",
+                len(dataset),
+                previous,
+            )
+        self.selector = self.requested_selector
+        self.sampler = self.engine = self.metadata = None
 
     # The trainer's events --------------------------------------------------------------------------------------
 
@@ -186,11 +234,23 @@ class GRPOBinding(Binding):
 
     # Checkpoints -----------------------------------------------------------------------------------------------
 
+    def trainer_record(self) -> dict[str, int]:
+        """The trainer's `global_step`, and the arguments by which its steps read the sampler's generation batches."""
+        args = self.trainer.args
+        return {
+            **super().trainer_record(),
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "steps_per_generation": args.steps_per_generation,
+            "num_iterations": self.trainer.num_iterations,
+        }
+
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
-        if self.sampler is not None and self.trainer.args.should_save:
-            checkpoint.save(directory, self.selector, self.sampler, self.prompts_digest())
+        if self.sampler is not None and self.trainer.args.should_save and not self.copy_best_state(directory):
+            checkpoint.save(directory, self.selector, self.sampler, self.prompts_digest(), self.trainer_record())
 
     def _resume_from(self, directory: str) -> None:
         """Restores the state saved in `directory`, or raises before changing anything."""
-        checkpoint.resume(directory, self.config, self.selector, self.sampler, self.prompts_digest)
+        checkpoint.resume(
+            directory, self.config, self.selector, self.sampler, self.prompts_digest, self.trainer_record()
+        )

@@ -94,6 +94,28 @@ def last_metrics(log_history: list[dict[str, Any]], prefix: str = "kgps/") -> di
     return last
 
 
+def reported_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """
+    `metrics` (e.g. `last_metrics(...)`) less those a report states exactly at the end of the run: `kgps/coverage`
+    (the prompts observed) and each group's `predicted_success` (the shared part's prediction). The trainer logs each
+    metric as its mean over the steps since the previous log, which for these differs from their value at the end.
+    """
+    return {
+        name: value
+        for name, value in metrics.items()
+        if name != "kgps/coverage" and not (name.startswith("kgps/group/") and name.endswith("/predicted_success"))
+    }
+
+
+def group_success(selector: PromptSelector) -> dict[str, float]:
+    """What the shared part predicts for each group, `{name: success}`, for a KGPS selector that shares across
+    prompts by categorical features (`{}` for any other)."""
+    shared = selector.shared if isinstance(selector, KGPSSelector) else None
+    if shared is None or shared.design.kind != "categorical":
+        return {}
+    return {name: float(p) for name, p in zip(shared.design.names, shared.group_success())}
+
+
 def card_section(
     selector: PromptSelector,
     config: KGPSConfig,
@@ -105,6 +127,7 @@ def card_section(
     metrics: dict[str, tuple[float, int | None]],
     location: str,
     metadata: Metadata | None = None,
+    best_checkpoint: str | None = None,
 ) -> str:
     """
     The model card's `## KGPS` section, in markdown.
@@ -119,6 +142,8 @@ def card_section(
         metrics (`dict`): `last_metrics(...)` of the trainer's log history.
         location (`str`): where the state is loaded from: the Hub repo id, or the output directory.
         metadata (`Metadata`, *optional*): the metadata columns KGPS looked for in the dataset, when it did.
+        best_checkpoint (`str`, *optional*): the checkpoint whose weights and KGPS state were saved as the model
+            (`load_best_model_at_end`), when they were.
     """
     is_kgps = isinstance(selector, KGPSSelector)
     hyperparameters = selector.state_dict().get("hyperparameters") or {}
@@ -135,10 +160,18 @@ def card_section(
         f"- coverage: {observed} of {n} prompts observed ({observed / n:.1%})",
         *_sharing_lines(selector),
         *([] if metadata is None else [f"- {metadata.describe()}"]),
+        *(
+            []
+            if best_checkpoint is None
+            else [
+                f"- saved state: the best model's (`load_best_model_at_end`), from `{best_checkpoint}`; the rounds "
+                "and coverage above are the whole run's"
+            ]
+        ),
         "",
         *_config_table(config),
         *([] if is_kgps else ["", "A baseline uses only the config's warmup and success rule."]),
-        *_metrics_table(metrics),
+        *_metrics_table(reported_metrics(metrics)),
         "",
         *_loading_snippet(type(selector).__name__, is_kgps, location),
     ]
@@ -152,11 +185,13 @@ def add_kgps_section(
     rounds: Any,
     dataset: Any,
     metadata: Metadata | None = None,
+    best_checkpoint: str | None = None,
 ) -> None:
     """
     Adds the `## KGPS` section and tags to the README.md that `trainer.create_model_card` wrote into its output
     folder: the run's configuration and rounds from `selector`, `config` and `rounds` (the engine's `Rounds`), its
-    last `kgps/*` metrics from `trainer.state.log_history`, and a quick start prompt from the train `dataset`.
+    last `kgps/*` metrics from `trainer.state.log_history`, and a quick start prompt from the train `dataset`; with
+    `best_checkpoint`, that the state saved beside the model is that checkpoint's (`card_section`).
     """
     section = card_section(
         selector,
@@ -168,6 +203,7 @@ def add_kgps_section(
         metrics=last_metrics(trainer.state.log_history),
         location=trainer.hub_model_id or trainer.args.output_dir,
         metadata=metadata,
+        best_checkpoint=best_checkpoint,
     )
     add_to_card(str(Path(trainer.args.output_dir) / "README.md"), section, _plain_text_prompt(trainer, dataset))
 
@@ -215,7 +251,7 @@ def _sharing_lines(selector: PromptSelector) -> list[str]:
     lines = [f"- shared across prompts: the feature columns {columns}, {design.num_cells} groups"]
     if design.num_cells <= MAX_LOGGED_GROUPS:
         success = shared.group_success()
-        lines += ["", "| group | prompts | predicted success |", "|---|---|---|"]
+        lines += ["", "| group | prompts | predicted success at the end of training |", "|---|---|---|"]
         counts = design.counts
         lines += [f"| {name} | {count} | {p:.3f} |" for name, count, p in zip(design.names, counts, success)]
     return lines
@@ -230,7 +266,14 @@ def _metrics_table(metrics: dict[str, tuple[float, int | None]]) -> list[str]:
     if not metrics:
         return []
     rows = [f"| `{name}` | {value:.4g} | {step} |" for name, (value, step) in sorted(metrics.items())]
-    return ["", "Last logged metrics:", "", "| metric | value | step |", "|---|---|---|", *rows]
+    return [
+        "",
+        "Last logged metrics, each the mean over the steps since the log before it (as the trainer logs them):",
+        "",
+        "| metric | value | step |",
+        "|---|---|---|",
+        *rows,
+    ]
 
 
 def _loading_snippet(name: str, is_kgps: bool, location: str) -> list[str]:

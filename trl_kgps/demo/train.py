@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -38,7 +39,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-from ..adapters.report import last_metrics
+from ..adapters.report import group_success, last_metrics, reported_metrics
 from ..callback import KGPSCallback
 from ..config import KGPSConfig
 from ..engine.rounds import check_batch_size
@@ -222,6 +223,7 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
 
     if training_args.max_steps == 0:
         raise ValueError("--max_steps 0 trains nothing: give the optimizer steps to train (-1: --num_train_epochs).")
+    _check_output_dir(training_args.output_dir)
     if script_args.dataset_name is None:
         problems = arithmetic.make_dataset(script_args.num_prompts + script_args.num_eval_prompts, seed=1)
         split = problems.train_test_split(test_size=script_args.num_eval_prompts, shuffle=False)
@@ -229,9 +231,15 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
     else:
         from datasets import load_dataset
 
-        train_dataset = load_dataset(
-            script_args.dataset_name, script_args.dataset_config, split=script_args.dataset_train_split
-        )
+        try:
+            train_dataset = load_dataset(
+                script_args.dataset_name, script_args.dataset_config, split=script_args.dataset_train_split
+            )
+        except (FileNotFoundError, ConnectionError) as error:  # datasets' own errors, DatasetNotFoundError among them
+            raise ValueError(
+                f"--dataset_name {script_args.dataset_name}: {str(error).rstrip('.')}. Name a local folder or file "
+                "of rows with 'prompt' and 'solution' columns, or a dataset on the Hub (online)."
+            ) from None
         eval_dataset, reward = None, accuracy_reward
     if kgps_args.feature_columns is None and kgps_args.shared_variance > 0 and "level" in train_dataset.column_names:
         # Its data's difficulty level: what KGPS shares across prompts, unless --feature_columns names others
@@ -283,6 +291,17 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
     return summary
 
 
+def _check_output_dir(output_dir: str) -> None:
+    """Refuses an `--output_dir` that names a file, or lies under one, before anything is loaded or trained."""
+    path = Path(output_dir).absolute()
+    existing = next(folder for folder in (path, *path.parents) if folder.exists())
+    if not existing.is_dir():
+        raise ValueError(
+            f"--output_dir {output_dir}: {existing} is a file, not a folder. Name a folder to write the model, its "
+            "KGPS state and card to (created if missing)."
+        )
+
+
 class _ProgressBar(ProgressCallback):
     """TRL's progress bar without the metric dict it prints at every log: those go to `--report_to`."""
 
@@ -302,23 +321,26 @@ def _progress_bar_only(trainer) -> None:
 def _write_model_card(trainer, training_args, dataset_name: str | None, built_here: bool) -> None:
     """
     TRL's card (with KGPS's section), named after `--hub_model_id` or the output folder, its quick start pointing
-    there; a dataset link only for a Hub dataset; and, for the built-in model (`built_here`: made from a config, no
-    Hub base model), a sentence that says so instead of TRL's link to `huggingface.co/None`.
+    there; a dataset link only for a Hub dataset; without what TRL's template leaves unfilled (its placeholder
+    `licence: license`, the blank lines of tracker badges the run had none of); and, for the built-in model
+    (`built_here`: made from a config, no Hub base model), a sentence that says so instead of TRL's link to
+    `huggingface.co/None`.
     """
     repo = training_args.hub_model_id or os.path.basename(os.path.normpath(training_args.output_dir))
     if trainer.hub_model_id is None:
         trainer.hub_model_id = repo  # where TRL's quick start loads the model from
     trainer.create_model_card(model_name=repo.split("/")[-1], dataset_name=dataset_name)
-    if not built_here:
-        return
     path = os.path.join(training_args.output_dir, "README.md")
     with open(path) as f:
         card = f.read()
-    card = card.replace(
-        "This model is a fine-tuned version of [None](https://huggingface.co/None)",
-        "This model is a small Qwen2 built from its configuration and warmed up on generated arithmetic by "
-        "`trl-kgps train`, then trained",
-    )
+    card = card.replace("\nlicence: license\n", "\n", 1)
+    card = re.sub(r"## Training procedure\n[ \n]*\n", "## Training procedure\n\n", card, count=1)
+    if built_here:
+        card = card.replace(
+            "This model is a fine-tuned version of [None](https://huggingface.co/None)",
+            "This model is a small Qwen2 built from its configuration and warmed up on generated arithmetic by "
+            "`trl-kgps train`, then trained",
+        )
     with open(path, "w") as f:
         f.write(card)
 
@@ -455,8 +477,12 @@ def _summary(
         "rollouts": kgps.rollouts,
         "accuracy_before": before,
         "accuracy_after": after,
-        "kgps": {key: float(value) for key, (value, _) in last.items()},
+        # The last logged metrics, less the two stated below at the end of the run (`reported_metrics`).
+        "kgps": {key: float(value) for key, (value, _) in reported_metrics(last).items()},
         "coverage": kgps.coverage,
+        "prompts_observed": kgps.rounds.observed_count,
+        "num_prompts": kgps.selector.num_prompts,
+        "group_predicted_success": group_success(kgps.selector),
         "threads": torch.get_num_threads(),
         "level_names": {str(level): name for level, name in level_names.items()},
     }
@@ -492,6 +518,8 @@ def _format(summary: dict, output_dir: str, figures: Sequence[str]) -> str:
 
     lines = [f"\n{'=' * 30} trl-kgps train: summary {'=' * 30}"]
     lines.append(f"selector {summary['selector']}: {summary['steps']} steps, {summary['rollouts']} rollouts")
+    observed, num_prompts = summary["prompts_observed"], summary["num_prompts"]
+    lines.append(f"coverage: {observed} of {num_prompts} prompts observed ({observed / num_prompts:.1%})")
     before, after = summary["accuracy_before"], summary["accuracy_after"]
     if before is not None:
         lines.append("held-out accuracy (sampled):")
@@ -502,18 +530,20 @@ def _format(summary: dict, output_dir: str, figures: Sequence[str]) -> str:
         lines.append(f"times selected per prompt (uniform sampling: {times.pop('uniform'):.2f} each):")
         lines.append("  " + ", ".join(f"{label(key)} {value:.2f}" for key, value in times.items()))
     metrics = {key.removeprefix("kgps/"): value for key, value in summary["kgps"].items()}
-    groups: dict[str, dict[str, float]] = {}
-    for key in [key for key in metrics if key.startswith("group/")]:
+    observed_success = {}
+    for key in [key for key in metrics if key.startswith("group/")]:  # shown by group below, or not at all
         group, _, name = key.removeprefix("group/").rpartition("/")
-        groups.setdefault(group, {})[name.removesuffix("_success")] = metrics.pop(key)
+        value = metrics.pop(key)
+        if name == "observed_success":
+            observed_success[group] = value
     lines.append("last KGPS metrics: " + ", ".join(f"{key} {value:.4g}" for key, value in metrics.items()))
-    if groups:
-        lines.append("success by group, last logged (predicted by the shared part / observed):")
-        width = max(len(_group_label(group, names)) for group in groups)
+    predicted = summary["group_predicted_success"]
+    if predicted:
+        lines.append("success by group (predicted by the shared part at the end / observed in the last logged steps):")
+        width = max(len(_group_label(group, names)) for group in predicted)
         lines += [
-            f"  {_group_label(group, names):<{width}}  {values.get('predicted', float('nan')):.3f} / "
-            f"{values.get('observed', float('nan')):.3f}"
-            for group, values in groups.items()
+            f"  {_group_label(group, names):<{width}}  {success:.3f} / {observed_success.get(group, float('nan')):.3f}"
+            for group, success in predicted.items()
         ]
     files = ["the model", "kgps_state.npz", "README.md", "kgps_summary.json", *figures]
     lines.append(f"wrote {', '.join(files[:-1])} and {files[-1]} to {output_dir}")

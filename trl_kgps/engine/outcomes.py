@@ -10,6 +10,9 @@ logger = logging.getLogger(__name__)
 
 # Generation batches with usable rewards, none reaching the threshold, after which a warning says so (once).
 BATCHES_BEFORE_NO_SUCCESS_WARNING = 3
+# Generation batches whose usable rewards all equal the threshold (every completion a success), after which a warning
+# says so (once): a constant reward, or a threshold set at a partial credit.
+BATCHES_BEFORE_ON_THRESHOLD_WARNING = 3
 
 
 class SuccessRule:
@@ -25,7 +28,9 @@ class SuccessRule:
 
     Rewards that are not all 0 or 1 (format bonuses, length penalties, partial credit) still follow the rule, and
     a warning says so once, with the fix; so does a threshold that no usable reward has reached in the first
-    `BATCHES_BEFORE_NO_SUCCESS_WARNING` batches. An infinite reward is a fault of the reward function, and raises.
+    `BATCHES_BEFORE_NO_SUCCESS_WARNING` batches, and one that every usable reward of the first
+    `BATCHES_BEFORE_ON_THRESHOLD_WARNING` batches sits on exactly (every completion a success). An infinite reward is
+    a fault of the reward function, and raises.
 
     Args:
         reward_names (`Sequence[str]`): the trainer's `reward_func_names`.
@@ -62,6 +67,7 @@ class SuccessRule:
         self._warned_non_binary = False
         self._batches_without_success = 0  # batches with usable rewards, while none has reached the threshold
         self._largest_reward = -np.inf
+        self._batches_on_threshold = 0  # batches with usable rewards, while every one has equalled the threshold
 
     def describe(self) -> str:
         if self.column is not None:
@@ -103,7 +109,32 @@ class SuccessRule:
         success = counted & (values >= self.threshold)
         if usable.size and self._batches_without_success >= 0:
             self._count_batch_without_success(bool(success.any()), float(usable.max()))
+        if usable.size and self._batches_on_threshold >= 0:
+            self._count_batch_on_threshold(self._all_on_threshold(usable))
         return success, counted
+
+    def _all_on_threshold(self, rewards: np.ndarray) -> bool:
+        """Whether every one of `rewards` equals the threshold, as float32 holds both (the trainer's rewards are)."""
+        return bool((rewards.astype(np.float32) == np.float32(self.threshold)).all())
+
+    def _count_batch_on_threshold(self, on_threshold: bool) -> None:
+        """Warns once when every usable reward of `BATCHES_BEFORE_ON_THRESHOLD_WARNING` batches in a row, from the
+        first, equalled the threshold: every completion counted as a success."""
+        if not on_threshold:
+            self._batches_on_threshold = -1  # a reward off the threshold was seen: nothing more to watch
+            return
+        self._batches_on_threshold += 1
+        if self._batches_on_threshold == BATCHES_BEFORE_ON_THRESHOLD_WARNING:
+            logger.warning(
+                "Every reward of the first %d generation batches equals success_threshold, %g, exactly, so every "
+                "completion counts as a success (%s) and KGPS learns every prompt as solved: if a reward of %g is "
+                "not a success (a constant reward, a partial credit), set success_threshold above it, or "
+                "success_reward to the reward function that scores correctness.",
+                BATCHES_BEFORE_ON_THRESHOLD_WARNING,
+                self.threshold,
+                self.describe(),
+                self.threshold,
+            )
 
     def _count_batch_without_success(self, succeeded: bool, largest: float) -> None:
         """Warns once when `BATCHES_BEFORE_NO_SUCCESS_WARNING` batches in a row, from the first, had no success."""
@@ -126,7 +157,7 @@ class SuccessRule:
     def _warn_unless_binary(self, rewards: np.ndarray) -> None:
         """Warns once, when `rewards` (the usable ones of a batch) are not all 0 or 1, how they are read and the fix."""
         odd = rewards[~np.isin(rewards, (0.0, 1.0))]
-        if not odd.size:
+        if not odd.size or self._all_on_threshold(rewards):  # said by `_count_batch_on_threshold`
             return
         top = float(rewards.max())
         if top > 1 and self.threshold <= 1:

@@ -5,8 +5,9 @@ write, its validation and where it is read from (a local folder or a Hub repo).
 One uncompressed `.npz` holds the selector's `state_dict()` (its arrays as `selector.<key>`, its other values in the
 JSON `meta["selector"]`, with the selector's own state version), the sampler's `state_dict()` (its arrays as they
 are, its counters `batches_chosen` and `batches_scored` in `meta`), and `meta`: `selector_class`, `num_prompts`,
-`batch_size`, `prompts` (the digest of the train dataset's prompts, `prompts_digest`; absent before trl-kgps 0.3 and
-for a dataset without a `prompt` column), `format` (`FORMAT_VERSION`).
+`batch_size`, `prompts` (the digest of the train dataset's rows, `prompts_digest`; absent before trl-kgps 0.3, and of
+the `prompt` column alone in a state of trl-kgps 0.3.0.dev), `trainer` (the trainer's `global_step` when it saved, and
+the arguments that map its steps to generation batches; absent before trl-kgps 0.3), `format` (`FORMAT_VERSION`).
 """
 
 import json
@@ -14,7 +15,8 @@ import logging
 import os
 import tempfile
 import zipfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -35,17 +37,38 @@ class UnreadableState(ValueError):
     """A state file that is missing, truncated or of another format: its message says what to resume from."""
 
 
+class OtherTrainerState(ValueError):
+    """
+    A state saved at another step of training than the checkpoint resumed, or with other arguments mapping the trainer's
+    steps to generation batches: its message says what to resume with.
+    """
+
+
 def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
     """
     Writes `arrays` and the JSON-able `meta` to `path` so that a crash at any moment leaves either the previous
     file or the new one, never a torn one: write a temporary file beside it, flush it to disk, rename it over.
     """
-    directory = os.path.dirname(os.path.abspath(path))
     payload = {**arrays, "meta": np.frombuffer(json.dumps({**meta, "format": FORMAT_VERSION}).encode(), np.uint8)}
+    _replace(path, lambda f: np.savez(f, **payload))
+
+
+def copy(source: str, directory: str | os.PathLike[str]) -> str:
+    """Copies the state file `source` to `directory/kgps_state.npz`, as atomically as `save` writes; returns the path."""
+    path = os.path.join(directory, STATE_FILE)
+    with open(source, "rb") as f:
+        content = f.read()
+    _replace(path, lambda f: f.write(content))
+    return path
+
+
+def _replace(path: str, write: Callable[[BinaryIO], Any]) -> None:
+    """Writes a temporary file beside `path` with `write`, flushes it to disk, and renames it over `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".kgps_state.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(handle, "wb") as f:
-            np.savez(f, **payload)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)
@@ -57,6 +80,12 @@ def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None
 
 def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Reads a file written by `save`; a missing, truncated or foreign file raises `UnreadableState` naming it."""
+    if os.path.isdir(path):
+        raise UnreadableState(
+            f"{path} is a directory, not the file KGPS saves its state in: resume from a checkpoint whose {STATE_FILE} "
+            "is that file, or remove the directory from this checkpoint to start KGPS afresh from it (with "
+            "KGPSConfig(restart_on_missing_state=True), KGPS restarts from a checkpoint that holds no state)."
+        )
     if not os.path.isfile(path):
         raise UnreadableState(
             f"{path} does not exist, so this checkpoint was not saved by a run with KGPSCallback: resume from one that "
@@ -83,11 +112,13 @@ def write(
     directory: str | os.PathLike[str],
     selector: PromptSelector,
     sampler_state: dict[str, Any],
-    prompts: dict[str, str] | None = None,
+    prompts: dict[str, Any] | None = None,
+    trainer: dict[str, int] | None = None,
 ) -> str:
     """
-    Writes `directory/kgps_state.npz` from a selector, its sampler's `state_dict()` and the digest of the prompts
-    they select among (`prompts_digest.prompts_digest`); returns the path.
+    Writes `directory/kgps_state.npz` from a selector, its sampler's `state_dict()`, the digest of the rows they
+    select among (`prompts_digest.prompts_digest`) and the `trainer`'s record (its `global_step`, and the arguments
+    that map its steps to generation batches); returns the path.
     """
     os.makedirs(directory, exist_ok=True)
     arrays, selector_meta = pack_selector(selector.state_dict())
@@ -100,18 +131,26 @@ def write(
     meta.update(num_prompts=selector.num_prompts, batch_size=int(sampler_state["pending"].shape[1]))
     if prompts is not None:
         meta["prompts"] = prompts
+    if trainer is not None:
+        meta["trainer"] = {key: int(value) for key, value in trainer.items()}
     path = os.path.join(directory, STATE_FILE)
     save(path, arrays, meta)
     return path
 
 
 def read_run(
-    path: str, selector: PromptSelector, batch_size: int, prompts: dict[str, str] | None = None
+    path: str,
+    selector: PromptSelector,
+    batch_size: int,
+    prompts: dict[str, Any] | None = None,
+    trainer: dict[str, int] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and
-    number of prompts) in batches of `batch_size` over the prompts of digest `prompts`; a `ValueError` says what does
-    not fit. A state that records no digest (written before trl-kgps 0.3) is read with a warning.
+    number of prompts) in batches of `batch_size` over the rows of digest `prompts`, resumed by a trainer whose
+    record is `trainer` (`write`'s); a `ValueError` says what does not fit, an `OtherTrainerState` what to resume
+    with. A state that records no digest (written before trl-kgps 0.3), or only its `prompt` column's, is read with a
+    warning; one that records no trainer (before trl-kgps 0.3) is not checked against it.
     """
     arrays, meta = load(path)
     num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
@@ -136,9 +175,39 @@ def read_run(
         reason = mismatch(meta["prompts"], prompts, num_prompts)
         if reason is not None:
             raise ValueError(reason)
+        if "rows" not in meta["prompts"]:
+            logger.warning(
+                "%s records the digest of its prompt column only (written by trl-kgps 0.3.0.dev), so KGPS checked "
+                "the order of this run's prompts but not of its other columns (images, answers).",
+                path,
+            )
+    _check_trainer(path, meta.get("trainer") or {}, trainer or {})
     sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
     sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
     return unpack_selector(arrays, meta), sampler_state
+
+
+def _check_trainer(path: str, saved: dict[str, int], current: dict[str, int]) -> None:
+    """Raises `OtherTrainerState` unless the trainer records `saved` (in the file at `path`) and `current` agree."""
+    if "global_step" in saved and "global_step" in current and saved["global_step"] != current["global_step"]:
+        raise OtherTrainerState(
+            f"{path} holds KGPS's state at step {saved['global_step']} of training, and this checkpoint resumes the "
+            f"trainer at step {current['global_step']} (its trainer_state.json): the file was written at another step "
+            f"(copied from another checkpoint?), and its beliefs and batches belong to step {saved['global_step']}. "
+            f"Resume from the checkpoint of step {saved['global_step']}, or put back the {STATE_FILE} saved with this "
+            "one."
+        )
+    differ = [name for name in current if name != "global_step" and name in saved and saved[name] != current[name]]
+    if differ:
+        changes = ", ".join(f"{name}={saved[name]} (this run: {current[name]})" for name in differ)
+        fix = ", ".join(f"{name}={saved[name]}" for name in differ)
+        raise OtherTrainerState(
+            f"{path} was saved by a run with {changes}: the trainer maps its steps to generation batches by "
+            f"{', '.join(name for name in current if name != 'global_step')}, so with other values it would resume on "
+            f"other batches than those KGPS chose and observed. Resume with {fix}; to change "
+            f"{'it' if len(differ) == 1 else 'them'}, move {STATE_FILE} out of the checkpoint and pass "
+            "KGPSConfig(restart_on_missing_state=True), which starts KGPS afresh from it."
+        )
 
 
 def read(

@@ -100,12 +100,17 @@ def draw(
     `"sample"`: without replacement, each draw proportional to the scores left raised to `1 / temperature` (Gumbel
     top-k: the `batch_size` largest `log(score) / temperature + Gumbel noise`). Prompts of score 0
     come last, in random order. `"top"` (and `"thompson"`, whose scores are already random): the largest scores,
-    ties in random order.
+    ties in random order. As `temperature` goes to 0, `"sample"` becomes `"top"`, and a tiny one (1e-310) draws it.
     """
     scores = np.asarray(scores, dtype=np.float64)
     if rule == "sample":
         with np.errstate(divide="ignore"):
-            key = np.log(scores) / temperature + rng.gumbel(size=scores.size)
+            log_scores = np.log(scores)
+        noise = rng.gumbel(size=scores.size)
+        # Both keys order the prompts alike (one is the other times T > 0); each is used where it cannot overflow.
+        # Below T = 1, log(score) / T is -inf for every score once T is tiny (1e-310), and the batch would fall to
+        # the random tie-break below instead of the top-B, the draw's limit.
+        key = log_scores + temperature * noise if temperature < 1 else log_scores / temperature + noise
         key[~np.isfinite(key)] = -np.inf
         # zero scores: below every positive one, random among themselves
         tie = rng.random(scores.size)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import KGPSConfig
+from ..config import MAX_LOGIT_VARIANCE, KGPSConfig
 from ._checks import (
     as_batch_size,
     as_delta_norms,
@@ -189,6 +189,12 @@ class KGPSSelector(FromPretrainedMixin):
                 \rVert_2^p\\). With `fixed_process_noise` set, \\(Q\\) is that constant and the norms are only checked.
         """
         Q = self.process_noise(as_delta_norms(delta_norm))
+        if not Q <= MAX_LOGIT_VARIANCE:
+            raise ValueError(
+                f"The process noise Q = {Q:g} of these update norms is above {MAX_LOGIT_VARIANCE:g}, the largest "
+                "logit variance KGPS adds: it would erase every prompt's evidence, and the float32 beliefs overflow "
+                "to NaN soon after. Lower gamma, or set fixed_process_noise. No belief changed."
+            )
         folded = self._filter.predict(Q)
         if folded and self._uses_ranking:
             self._ranking.shift_offset(folded)
@@ -258,9 +264,9 @@ class KGPSSelector(FromPretrainedMixin):
         The utility of every prompt.
 
         Returns:
-            `np.ndarray` of shape `(N,)`, float32: the posterior expectation (Gauss–Hermite) of the objective — the
-            chance \\(1 - p^k - (1-p)^k\\) of a mixed group, in `[0, 1)`, or the paper's \\(p(1-p)\\), in
-            `[0, 0.25]` — or its value at the mean with `utility="point"`.
+            `np.ndarray` of shape `(N,)`, float32: the posterior expectation (Gauss–Hermite) of the objective —
+                the chance \\(1 - p^k - (1-p)^k\\) of a mixed group, in `[0, 1)`, or the paper's \\(p(1-p)\\), in
+                `[0, 0.25]` — or its value at the mean with `utility="point"`.
         """
         if self._uses_ranking:
             return self._ranking.refresh(self._filter.m, self._filter.P, self._filter.c).copy()
