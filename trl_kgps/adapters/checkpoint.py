@@ -5,6 +5,7 @@ not at all, when a run resumes. `engine.state_file` owns the file's format; this
 
 import copy
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -48,6 +49,18 @@ def save(
     state_file.write(directory, selector, progress.state_dict(), prompts, trainer)
 
 
+def _resumed_step(directory: str, step: int) -> int:
+    """
+    The step the trainer resumes at: the `global_step` of the checkpoint's `trainer_state.json` (which transformers
+    4.x reads only after the checkpoint's other files, so its `trainer.state` still says 0 here), else `step`.
+    """
+    try:
+        with open(os.path.join(directory, "trainer_state.json")) as f:
+            return int(json.load(f)["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return step
+
+
 def resume(
     directory: str,
     config: KGPSConfig,
@@ -65,6 +78,8 @@ def resume(
     if not os.path.exists(path) and config.restart_on_missing_state:
         logger.warning("%s holds no KGPS state: the estimator starts afresh (restart_on_missing_state).", directory)
         return
+    if trainer is not None and "global_step" in trainer:
+        trainer = {**trainer, "global_step": _resumed_step(directory, trainer["global_step"])}
     try:
         selector_state, progress_state = state_file.read_run(path, selector, progress.batch_size, prompts(), trainer)
     except (state_file.UnreadableState, state_file.OtherTrainerState):
