@@ -9,7 +9,7 @@ import pytest
 
 from trl_kgps import KGPSSelector
 from trl_kgps.engine import state_file
-from trl_kgps.engine.prompts_digest import mismatch, prompts_digest
+from trl_kgps.engine.prompts_digest import mismatch, prompts_digest, same_rows
 from trl_kgps.sampler import KGPSRepeatSampler
 
 
@@ -109,3 +109,14 @@ def test_a_state_with_the_prompt_column_digest_only_is_checked_by_it_and_read_wi
     assert len(lines) == 1 and "\n" not in lines[0]
     with pytest.raises(ValueError, match="its 4 prompts are this run's in another order"):
         state_file.read_run(path, selector, 2, prompts_digest(rows.select([2, 0, 1, 3])))
+
+
+def test_same_rows_are_the_same_object_or_the_same_rows_in_the_same_order():
+    from datasets import Dataset
+
+    rows = Dataset.from_dict({"prompt": ["a", "b", "c"], "answer": ["1", "2", "3"]})
+    assert same_rows(rows, rows)
+    assert same_rows(rows, Dataset.from_dict(rows.to_dict()))  # another object, the same rows
+    assert not same_rows(rows, rows.select([2, 1, 0]))  # another order
+    assert not same_rows(rows, rows.select([0, 1]))  # another length
+    assert not same_rows(rows, Dataset.from_dict({"prompt": ["a", "b", "c"], "answer": ["1", "2", "4"]}))

@@ -43,7 +43,7 @@ from transformers import TrainerCallback
 from ..config import KGPSConfig
 from ..engine.engine import SelectionEngine
 from ..engine.outcomes import SuccessRule
-from ..engine.prompts_digest import prompts_digest
+from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from . import async_trl_private, checkpoint, trl_private
 from .binding import Binding
@@ -275,9 +275,7 @@ class AsyncGRPOBinding(Binding):
         if self._rows is None:
             self._rows = dataset
             return
-        if dataset is self._rows:
-            return
-        if len(dataset) == len(self._rows) and prompts_digest(dataset) == prompts_digest(self._rows):
+        if same_rows(self._rows, dataset):
             return
         raise ValueError(
             f"trainer.train_dataset was replaced by other rows ({len(dataset)}, where the first train() had "

@@ -22,7 +22,7 @@ from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
 from ..engine.outcomes import SuccessRule
-from ..engine.prompts_digest import prompts_digest
+from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from ..sampler import KGPSRepeatSampler
 from . import checkpoint, trl_private
@@ -104,7 +104,7 @@ class GRPOBinding(Binding):
         if isinstance(dataset, IterableDataset):
             raise ValueError("KGPS needs a map-style train dataset: an IterableDataset has no indices to select.")
         if self.sampler is not None:
-            if self._same_rows(dataset):
+            if same_rows(self.sampler.data_source, dataset):
                 # Another `train()` on the same rows: the batch its predecessor chose ahead was never generated.
                 self.rounds.drop_pending()
                 self.sampler.data_source = dataset
@@ -128,17 +128,6 @@ class GRPOBinding(Binding):
             *trl_private.reward_functions(trainer), self.config.success_reward, self.config.success_threshold
         )
         return self.sampler
-
-    def _same_rows(self, dataset: Any) -> bool:
-        """Whether `dataset` holds the rows the sampler chose among, in the same order: the same object, or the same
-        digest (`prompts_digest`)."""
-        previous = self.sampler.data_source
-        if dataset is previous:
-            return True
-        if len(dataset) != len(previous):
-            return False
-        digest = self.prompts_digest()  # the previous rows'
-        return digest is not None and digest == prompts_digest(dataset)
 
     def _start_afresh(self, dataset: Any) -> None:
         """

@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..config import MAX_LOGIT_VARIANCE
 from .metrics import batch_metrics, shared_metrics
 from .outcomes import SuccessRule
 from .protocol import PromptSelector
@@ -108,21 +107,12 @@ class SelectionEngine:
         `kgps/process_noise` (the `Q` applied, for a selector with process noise).
 
         Raises:
-            `ValueError`: `Q` above `MAX_LOGIT_VARIANCE`, before any belief changes: it would erase what every prompt
-                showed, and a few more such steps overflow the float32 beliefs to NaN.
+            `ValueError`: from the selector, before any belief changes, for a `Q` above `config.MAX_LOGIT_VARIANCE`
+                (`KGPSSelector.predict`).
         """
         metrics = {"kgps/delta_norm": delta_norm}
         if not self.in_warmup and hasattr(self.selector, "process_noise"):
-            Q = self.selector.process_noise(delta_norm)
-            if not Q <= MAX_LOGIT_VARIANCE:
-                raise ValueError(
-                    f"The process noise of this optimizer step, Q = {Q:g} for an update norm of {delta_norm:g}, is "
-                    f"above {MAX_LOGIT_VARIANCE:g}, the largest logit variance KGPS adds: it would erase every "
-                    "prompt's evidence, and the float32 beliefs overflow to NaN soon after. Lower gamma (the paper's "
-                    "0.1 suits update norms near 1), or set fixed_process_noise; check the learning rate if the norm "
-                    "itself is unexpected. No belief changed."
-                )
-            metrics["kgps/process_noise"] = Q
+            metrics["kgps/process_noise"] = self.selector.process_noise(delta_norm)
         self.rounds.predict(delta_norm)
         return metrics
 

@@ -59,6 +59,16 @@ def prompts_digest(dataset: Any) -> dict[str, Any] | None:
     return digest
 
 
+def same_rows(previous: Any, dataset: Any) -> bool:
+    """Whether `dataset` holds the rows of `previous` in the same order: the same object, or the same digest."""
+    if dataset is previous:
+        return True
+    if len(dataset) != len(previous):
+        return False
+    digest = prompts_digest(previous)
+    return digest is not None and digest == prompts_digest(dataset)
+
+
 def mismatch(saved: dict[str, Any], current: dict[str, Any], num_prompts: int) -> str | None:
     """
     Why a state saved for the rows `saved` does not fit a dataset of `current` (both `prompts_digest`s); `None` if it

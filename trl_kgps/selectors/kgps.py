@@ -188,12 +188,17 @@ class KGPSSelector(FromPretrainedMixin):
                 step since the last round; their variances add, \\(Q = \gamma \sum_s \lVert \Delta\theta_s
                 \rVert_2^p\\). With `fixed_process_noise` set, \\(Q\\) is that constant and the norms are only checked.
         """
-        Q = self.process_noise(as_delta_norms(delta_norm))
+        norms = as_delta_norms(delta_norm)
+        Q = self.process_noise(norms)
         if not Q <= MAX_LOGIT_VARIANCE:
+            norm = ("an update norm of " if norms.size == 1 else "the update norms ") + ", ".join(
+                f"{n:g}" for n in norms
+            )
             raise ValueError(
-                f"The process noise Q = {Q:g} of these update norms is above {MAX_LOGIT_VARIANCE:g}, the largest "
-                "logit variance KGPS adds: it would erase every prompt's evidence, and the float32 beliefs overflow "
-                "to NaN soon after. Lower gamma, or set fixed_process_noise. No belief changed."
+                f"The process noise Q = {Q:g} for {norm}, is above {MAX_LOGIT_VARIANCE:g}, the largest logit variance "
+                "KGPS adds: it would erase every prompt's evidence, and the float32 beliefs overflow to NaN soon "
+                "after. Lower gamma (the paper's 0.1 suits update norms near 1), or set fixed_process_noise; check the "
+                "learning rate if the norm itself is unexpected. No belief changed."
             )
         folded = self._filter.predict(Q)
         if folded and self._uses_ranking:
