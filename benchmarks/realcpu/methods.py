@@ -29,10 +29,10 @@ from collections.abc import Callable
 import numpy as np
 
 from trl_kgps import KGPSConfig
+from trl_kgps.adapters.dataset_columns import selector_for
 from trl_kgps.demo.simulator import oracle_batch
 from trl_kgps.demo.variants import VARIANTS, variant_config
 from trl_kgps.selectors import DPSSelector
-from trl_kgps.selectors.features import selector_for
 
 
 # DPS with the authors' other settings (`dps` is their MATH recipe: decay 0.7, 32 candidates per selected prompt):

@@ -29,7 +29,7 @@ from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
 from trl_kgps.adapters import async_trl_private as _async_trl  # noqa: E402
 from trl_kgps.engine import state_file as _state_file  # noqa: E402
 from trl_kgps.engine.engine import SelectionEngine  # noqa: E402
-from trl_kgps.selectors.features import selector_for  # noqa: E402
+from trl_kgps.adapters.dataset_columns import selector_for  # noqa: E402
 
 
 pytestmark = pytest.mark.slow

@@ -149,3 +149,82 @@ def test_the_one_line_shares_by_the_level_it_finds_never_the_answer_and_says_so(
     trainer.create_model_card()
     card = (tmp_path / "README.md").read_text()
     assert "- shared across prompts: the feature columns `level`, 3 groups" in card and f"- {said}" in card
+
+
+class KwargsReward(StepReward):
+    """StepReward reading what it needs through **kwargs, the dataset's `solution` among it, as TRL users write."""
+
+    __name__ = "kwargs_reward"
+
+    def __call__(self, prompts, completions, **kwargs):
+        assert len(kwargs["solution"]) == len(completions)
+        return super().__call__(prompts, completions, kwargs["idx"], kwargs["trainer_state"])
+
+
+@pytest.mark.parametrize("trainer_class", ["GRPOTrainer", "RLOOTrainer"])
+def test_the_one_line_never_shares_by_a_column_a_reward_reads_through_kwargs(tmp_path, tokenizer, trainer_class):
+    rows = dataset().add_column("solution", [str(i % 4) for i in range(12)])
+    kgps = KGPSCallback()
+    config_class = getattr(trl, trainer_class.replace("Trainer", "Config"))
+    trainer = getattr(trl, trainer_class)(
+        model=build_model(tokenizer),
+        reward_funcs=KwargsReward(),
+        args=trainer_args(tmp_path, config_class, max_steps=2, per_device_train_batch_size=8, beta=0.0),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    trainer.train()
+    assert kgps.selector.config.feature_columns == ["level"]
+    assert kgps.binding.metadata.skipped["solution"] == (
+        "the reward function kwargs_reward takes **kwargs and names it in its code"
+    )
+
+
+@pytest.mark.parametrize("config", [KGPSConfig(), LEVEL], ids=["one_line", "named"])
+def test_a_dataset_formatted_for_pandas_trains_as_it_does_unformatted(tmp_path, tokenizer, config):
+    plain = dataset()
+    formatted = dataset()
+    formatted.set_format("pandas")
+    _, expected = run(tmp_path / "plain", tokenizer, plain, config=config)
+    _, got = run(tmp_path / "pandas", tokenizer, formatted, config=config)
+    assert got.selector.config.feature_columns == ["level"] and got.batches == expected.batches
+    np.testing.assert_array_equal(got.selector.shared.design.cell, np.arange(12) % 3)
+
+
+def test_a_run_that_read_no_column_resumes_with_the_config_its_refusal_names(tmp_path, tokenizer):
+    rows = dataset()
+    none = KGPSConfig(feature_columns=[])
+    run(tmp_path, tokenizer, rows, config=none, stop_at=4)
+    checkpoint = str(tmp_path / "checkpoint-4")
+    with pytest.raises(ValueError, match=r"pass KGPSCallback\(KGPSConfig\(feature_columns=\[\]\)\), the config it"):
+        run(tmp_path, tokenizer, rows, config=KGPSConfig(), resume=checkpoint)  # the one line finds `level`
+    _, resumed = run(tmp_path, tokenizer, rows, config=none, resume=checkpoint)
+    assert resumed.selector.config.feature_columns == [] and len(resumed.batches) > 0
+
+
+class LevelReward(StepReward):
+    """StepReward that names the dataset's `level` in its signature."""
+
+    def __call__(self, prompts, completions, idx, trainer_state, level, **kwargs):
+        return super().__call__(prompts, completions, idx, trainer_state)
+
+
+def test_a_run_whose_reward_now_reads_its_column_is_refused_naming_the_column_to_pass(tmp_path, tokenizer):
+    rows = dataset()
+    run(tmp_path, tokenizer, rows, config=KGPSConfig(), stop_at=4)  # the one line shares by `level`
+    kgps = SpyKGPS(KGPSConfig())
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=LevelReward(),
+        args=trainer_args(tmp_path, max_steps=8, per_device_train_batch_size=8),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(ValueError) as refused:
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    assert "feature_columns=['level'] (this run: [])" in str(refused.value)
+    assert str(refused.value).endswith(
+        "pass KGPSCallback(KGPSConfig(feature_columns=['level'])), the config it was saved with."
+    )

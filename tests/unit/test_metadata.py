@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.selectors.features import MAX_METADATA_VALUES, find_metadata, selector_for, with_metadata
+from trl_kgps.adapters.dataset_columns import MAX_METADATA_VALUES, find_metadata, selector_for, with_metadata
+from trl_kgps.adapters.reward_reads import ColumnReaders
 
 
 datasets = pytest.importorskip("datasets")
@@ -46,23 +47,30 @@ def user_dataset(**extra):
 
 
 def test_it_reads_labels_that_group_prompts_and_never_what_a_reward_reads():
-    found = find_metadata(user_dataset(), [accuracy_reward, format_reward])
+    found = find_metadata(user_dataset(), ColumnReaders.of([accuracy_reward, format_reward]))
     assert found.columns == ["level", "type", "steps"]
     assert found.values == {"level": 4, "type": 3, "steps": 3}
     assert found.skipped == {
         "prompt": "the model's input",
         "answer": "the reward function accuracy_reward reads it",
         "source": "one value",
-        "id": f"{N} distinct values in {N} rows: it names prompts rather than grouping them",
+        "id": f"{N} of its {N} values label fewer than 2 rows each: it names prompts rather than grouping them",
         "score": "holds float64 values, not labels",
     }
 
 
-def test_a_column_is_read_only_when_no_reward_function_names_it():
-    # Without the reward that reads `answer`, its four values make it a label like any other; a reward model's
-    # signature (its `forward`) names no dataset column.
-    assert "answer" in find_metadata(user_dataset(), [format_reward, RewardModel(), "some/reward-model"]).columns
-    assert "answer" not in find_metadata(user_dataset(), [format_reward, accuracy_reward]).columns
+def test_a_column_no_reward_function_can_read_is_read():
+    # A reward model is given only the completions' text (its `forward` names no dataset column), a model id the
+    # same, and a reward without **kwargs receives only the columns it names: `answer`'s four values make it a label.
+    def strict_reward(completions, prompts):
+        return [1.0] * len(completions)
+
+    readers = ColumnReaders.of([strict_reward, RewardModel(), "some/reward-model"])
+    assert "answer" in find_metadata(user_dataset(), readers).columns
+    found = find_metadata(user_dataset(), ColumnReaders.of([format_reward]))
+    assert found.skipped["answer"] == (
+        "the reward function format_reward takes **kwargs, and the column's name says it may hold the answer"
+    )
 
 
 @pytest.mark.parametrize(
@@ -86,14 +94,12 @@ def test_missing_values_and_vectors_are_not_labels(values, why):
 def test_more_values_than_the_limit_are_not_metadata():
     rows = 2 * (MAX_METADATA_VALUES + 1)
     dataset = datasets.Dataset.from_dict({"prompt": ["p"] * rows, "bucket": [i // 2 for i in range(rows)]})
-    assert find_metadata(dataset).skipped["bucket"] == (
-        f"{MAX_METADATA_VALUES + 1} distinct values, more than {MAX_METADATA_VALUES}"
-    )
+    assert find_metadata(dataset).skipped["bucket"] == f"more than {MAX_METADATA_VALUES} distinct values"
 
 
 def test_the_one_line_shares_by_what_it_found_exactly_as_if_it_were_named():
     dataset = user_dataset()
-    config, metadata = with_metadata(dataset, KGPSConfig(), [accuracy_reward])
+    config, metadata = with_metadata(dataset, KGPSConfig(), ColumnReaders.of([accuracy_reward]))
     assert config == KGPSConfig(feature_columns=["level", "type", "steps"])
     assert metadata.describe().startswith(
         "KGPS shares what it learns across prompts by `level` (4 values), `type` (3 values), `steps` (3 values) "
@@ -124,24 +130,26 @@ def test_the_one_line_shares_by_what_it_found_exactly_as_if_it_were_named():
     ids=["none", "named", "per_prompt", "paper"],
 )
 def test_it_looks_only_when_no_column_is_named_and_something_is_shared(config):
-    assert with_metadata(user_dataset(), config, [accuracy_reward]) == (config, None)
+    assert with_metadata(user_dataset(), config, ColumnReaders.of([accuracy_reward])) == (config, None)
 
 
 def test_an_empty_list_reads_no_column():
     selector = selector_for("kgps", user_dataset(), KGPSConfig(feature_columns=[]), 0)
-    assert selector.config.feature_columns is None and selector.shared.design.kind == "global"
+    # The selector's config says `[]`, as the user set it: a state saved with it names `[]`, which resumes it.
+    assert selector.config.feature_columns == [] and selector.shared.design.kind == "global"
 
 
 def test_with_no_metadata_it_keeps_one_filter_per_prompt_and_what_the_user_set():
     dataset = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(N)], "answer": [str(i) for i in range(N)]})
-    config, metadata = with_metadata(dataset, KGPSConfig(), [accuracy_reward])
+    config, metadata = with_metadata(dataset, KGPSConfig(), ColumnReaders.of([accuracy_reward]))
     assert config == KGPSConfig(shared_variance=0.0, initial_variance=4.0, selection_temperature=0.5)
     assert config == KGPSConfig.per_prompt(candidates=0.0)  # the per-prompt filter, drawn over the whole pool
     assert metadata.columns == [] and metadata.describe().startswith(
-        "KGPS found no metadata column to share by, and keeps one filter per prompt (not read: `prompt`"
+        "KGPS found no metadata column to share by, and keeps one filter per prompt (initial_variance=4.0, "
+        "selection_temperature=0.5; to set them, pass KGPSConfig.per_prompt(candidates=0, ...)) (not read: `prompt`"
     )
     assert selector_for("kgps", dataset, config, 0).shared is None
-    mine, _ = with_metadata(dataset, KGPSConfig(gamma=0.3, initial_variance=2.0), [accuracy_reward])
+    mine, _ = with_metadata(dataset, KGPSConfig(gamma=0.3, initial_variance=2.0), ColumnReaders.of([accuracy_reward]))
     assert (mine.gamma, mine.initial_variance, mine.shared_variance, mine.selection_temperature) == (
         0.3,
         2.0,

@@ -221,15 +221,18 @@ def test_a_wrong_column_changes_only_the_labels_the_selectors_read(column):
 @pytest.mark.parametrize("regime", ["base", "wrong_labels"])
 def test_the_one_line_sees_a_users_columns_and_finds_the_level_never_the_answer_or_the_truth(regime):
     from trl_kgps import KGPSConfig
-    from trl_kgps.selectors.features import with_metadata
+    from trl_kgps.adapters.dataset_columns import with_metadata
+    from trl_kgps.adapters.reward_reads import ColumnReaders
     from trl_kgps.tasks.arithmetic import arithmetic_reward
 
     train, _ = setting.splits(setting.ALL_REGIMES[regime])
     one_line = methods.dataset_for("one_line", train)
     assert one_line.column_names == ["prompt", "answer", "level"] and one_line["level"] == train["level"]
-    config, metadata = with_metadata(one_line, KGPSConfig(), [arithmetic_reward])
+    config, metadata = with_metadata(one_line, KGPSConfig(), ColumnReaders.of([arithmetic_reward]))
     assert config.feature_columns == ["level"] and "answer" in metadata.skipped
-    config, _ = with_metadata(methods.dataset_for("one_line_no_metadata", train), KGPSConfig(), [arithmetic_reward])
+    config, _ = with_metadata(
+        methods.dataset_for("one_line_no_metadata", train), KGPSConfig(), ColumnReaders.of([arithmetic_reward])
+    )
     assert config == KGPSConfig.per_prompt(candidates=0.0)
     assert methods.dataset_for("uniform", train) is train
     assert methods.build("one_line", None, None, 0) == (None, KGPSConfig())

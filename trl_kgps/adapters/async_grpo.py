@@ -47,6 +47,7 @@ from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from . import async_trl_private, checkpoint, trl_private
 from .binding import Binding
+from .reward_reads import ColumnReaders
 
 
 logger = logging.getLogger(__name__)
@@ -307,9 +308,8 @@ class AsyncGRPOBinding(Binding):
         if self.engine is None:
             selector = self.selector
             if selector is None or isinstance(selector, str):
-                selector = self.build_selector(
-                    trainer.train_dataset, async_trl_private.reward_funcs(trainer.rollout_worker)
-                )
+                readers = ColumnReaders.of(async_trl_private.reward_funcs(trainer.rollout_worker))
+                selector = self.build_selector(trainer.train_dataset, readers)
             elif selector.num_prompts != len(trainer.train_dataset):
                 raise ValueError(
                     f"The selector tracks {selector.num_prompts} prompts but the dataset has "

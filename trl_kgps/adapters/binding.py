@@ -5,7 +5,6 @@ trainer saves and restored on resume, the model card's `## KGPS` section, and th
 
 import logging
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from transformers import Trainer, TrainerCallback
@@ -16,9 +15,10 @@ from ..engine.engine import SelectionEngine
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from ..engine.rounds import Rounds
-from ..selectors.features import Metadata, selector_for, with_metadata
+from .dataset_columns import Metadata, selector_for, with_metadata
 from .distributed import ParameterDelta
 from .report import add_kgps_section, difficulty_dataset
+from .reward_reads import ColumnReaders
 
 
 if TYPE_CHECKING:
@@ -67,16 +67,16 @@ class Binding:
         self.metadata: Metadata | None = None
         self._prompts: dict[str, Any] | None = None
 
-    def build_selector(self, dataset: Any, reward_funcs: Sequence[Any]) -> PromptSelector:
+    def build_selector(self, dataset: Any, readers: ColumnReaders) -> PromptSelector:
         """
         The selector named by `selector` (KGPS by default) over `dataset`. Unless `config.feature_columns` names them,
-        KGPS shares by the metadata columns it finds (`selectors.features.with_metadata`), and says which in the main
-        process's log.
+        KGPS shares by the metadata columns it finds (`dataset_columns.with_metadata`), never one that `readers` (the
+        trainer's reward functions and environments) may read, and says which in the main process's log.
         """
         name = self.selector or "kgps"
         config = self.config
         if name == "kgps":
-            config, self.metadata = with_metadata(dataset, config, reward_funcs)
+            config, self.metadata = with_metadata(dataset, config, readers)
             if self.metadata is not None and self.trainer.is_world_process_zero():
                 logger.warning(self.metadata.describe())
         return selector_for(name, dataset, config, self.trainer.args.seed)

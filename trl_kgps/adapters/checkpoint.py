@@ -86,7 +86,7 @@ def resume(
         raise  # its message says what to resume from
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
-    _check_same_method(path, selector_state, selector)
+    _check_same_method(path, selector_state, selector, config)
     try:
         # A dry run on a copy of the selector, then the progress, which checks everything before it changes: a state
         # that does not load leaves this run untouched.
@@ -103,22 +103,36 @@ def _does_not_fit(path: str, error: Exception) -> ValueError:
     )
 
 
-def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelector) -> None:
-    """Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config."""
+def _method(config: KGPSConfig) -> dict[str, Any]:
+    """The fields of a selector's config that make its method. A selector's `feature_columns` of `None` reads no
+    column, as `[]` does (the columns to find were found before it was built)."""
+    fields = dataclasses.asdict(config)
+    fields["feature_columns"] = fields["feature_columns"] or []
+    return {name: value for name, value in fields.items() if name not in RESUMABLE_FIELDS}
+
+
+def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelector, config: KGPSConfig) -> None:
+    """
+    Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config,
+    naming the fields that differ and the config to pass: `config` (the callback's) with the saved values of the
+    fields where they differ.
+    """
     if "config" not in state or not isinstance(selector, KGPSSelector):
         return
     try:
-        saved = dataclasses.asdict(KGPSSelector._init_arguments(state)["config"])
+        saved = _method(KGPSSelector._init_arguments(state)["config"])
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
-    current = dataclasses.asdict(selector.config)
-    differ = sorted(name for name in current if name not in RESUMABLE_FIELDS and saved.get(name) != current[name])
+    current = _method(selector.config)
+    differ = sorted(name for name in current if saved.get(name) != current[name])
     if differ:
         changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
+        passed = dataclasses.asdict(config)  # as the user set it: `None` there asks KGPS to find the columns
+        settings = ", ".join(f"{name}={value!r}" for name, value in saved.items() if passed.get(name) != value)
         hint = {
             1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
             "method was the paper's",
             2: "pass KGPSCallback(KGPSConfig.per_prompt()): its state version 2 was written by trl-kgps 0.2, whose "
             "default was that per-prompt filter",
-        }.get(state.get("version"), "pass the KGPSConfig it was saved with")
+        }.get(state.get("version"), f"pass KGPSCallback(KGPSConfig({settings})), the config it was saved with")
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

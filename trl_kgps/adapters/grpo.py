@@ -112,7 +112,7 @@ class GRPOBinding(Binding):
             self._start_afresh(dataset)
         self._prompts = None
         if self.selector is None or isinstance(self.selector, str):
-            self.selector = self.build_selector(dataset, trainer.reward_funcs)
+            self.selector = self.build_selector(dataset, trl_private.column_readers(trainer))
         batch_size, G, repeat_count = trl_private.generation_layout(trainer)
         self.sampler = KGPSRepeatSampler(
             dataset,

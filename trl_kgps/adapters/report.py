@@ -16,7 +16,7 @@ from ..config import KGPSConfig
 from ..engine.metrics import MAX_LOGGED_GROUPS
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
-from ..selectors.features import Metadata
+from .dataset_columns import Metadata
 
 
 if TYPE_CHECKING:

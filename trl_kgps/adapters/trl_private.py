@@ -17,6 +17,7 @@ arguments through (`*args, **kwargs`).
 | `Trainer.create_model_card(...)` | wrapped: adds the `## KGPS` section | public method |
 | `GRPOTrainer._metrics["train"]` | appended to: KGPS's metrics reach the trainer's logs | protected attribute |
 | `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_funcs`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout, the success rule and which columns a reward function reads | attributes |
+| `GRPOTrainer._environment_pool` (TRL 1.16) | read when training starts: the environments whose `reset(**row)` may read a column | protected attribute |
 | the trainer's `__init__` frame | the one-line form finds its trainer on the call stack at `on_init_end` | CPython frames |
 """
 
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 from transformers import Trainer
+
+from .reward_reads import ColumnReaders
 
 
 # TRL releases whose trainers were checked against everything below; CI runs the integration tests on both ends.
@@ -230,6 +233,14 @@ def generation_layout(trainer: Trainer) -> tuple[int, int, int]:
     """(prompts per generation batch, completions per prompt, repetitions of each batch), as `RepeatSampler` gets."""
     G = trainer.num_generations
     return trainer.args.generation_batch_size // G, G, trainer.num_iterations * trainer.args.steps_per_generation
+
+
+def column_readers(trainer: Trainer) -> ColumnReaders:
+    """What reads the dataset's columns in `trainer`: its reward functions, and its environments' `reset(**row)`
+    (one probed instance of each, kept in `_environment_pool` by TRL releases with `environment_factory`)."""
+    pool = getattr(trainer, "_environment_pool", None)
+    environments = [instances[0] for instances in pool.values() if instances] if isinstance(pool, dict) else []
+    return ColumnReaders.of(trainer.reward_funcs, environments)
 
 
 def reward_functions(trainer: Trainer) -> tuple[list[str], list[float]]:

@@ -39,12 +39,12 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
+from ..adapters.dataset_columns import selector_for
 from ..adapters.report import group_success, last_metrics, reported_metrics
 from ..callback import KGPSCallback
 from ..config import KGPSConfig
 from ..engine.rounds import check_batch_size
 from ..script_args import SelectorArguments
-from ..selectors.features import selector_for
 from ..tasks import arithmetic, tiny
 from ..tasks.evaluation import success_rates
 from .plots import natural_key, plot_rollouts, pyplot
