@@ -1,8 +1,11 @@
 """Hyperparameters of Kalman-Guided Prompt Selection."""
 
 import argparse
+import dataclasses
 import math
 from dataclasses import dataclass, field, fields
+
+import numpy as np
 
 
 UTILITIES = ("posterior", "point")
@@ -39,6 +42,11 @@ NO_METADATA = {"shared_variance": 0.0, "initial_variance": 4.0, "selection_tempe
 # it) and leaves 26 orders of magnitude before float32 overflows and the beliefs turn NaN.
 MAX_LOGIT_VARIANCE = 1e12
 
+# The most Gauss-Hermite nodes `quadrature_points` may ask for. numpy's `hermgauss` finds n nodes as the eigenvalues of
+# an n x n matrix (80 kB at 100, 8 TB at a million) and is documented as tested up to 100, where its weights still sum
+# to sqrt(pi) within 1e-15; the utility's integrand is smooth, so 5 nodes (the paper) already score it closely.
+MAX_QUADRATURE_POINTS = 100
+
 # The metadata key under which a field declares what it accepts: a `Check`, which `KGPSConfig.__post_init__` reads.
 # HfArgumentParser hands a field's whole metadata to argparse's `add_argument`, which refuses keys it does not know;
 # `action` it knows, and there a `Check` builds argparse's plain store action, so `--help` and parsing are unchanged.
@@ -61,6 +69,10 @@ class Check:
     def requirement(self, value, metadata) -> str | None:
         """What a field's value must be ("be ...", "lie in ..."), or None when `value` is accepted."""
         raise NotImplementedError
+
+    def fix_for(self, value) -> str:
+        """How to mend the refused `value`: `fix`."""
+        return self.fix
 
     def __call__(self, **kwargs) -> argparse.Action:
         """As argparse's `action`: the plain store action argparse builds by default."""
@@ -95,13 +107,20 @@ class Real(Check):
 
 @dataclass(frozen=True, kw_only=True)
 class Integer(Check):
-    """An int (not a bool) >= `minimum`."""
+    """An int (not a bool) >= `minimum` and <= `maximum`; `fix_above` mends one above `maximum`."""
 
     minimum: int
+    maximum: float = math.inf
+    fix_above: str = ""
 
     def requirement(self, value, metadata):
-        integer = isinstance(value, int) and not isinstance(value, bool)
-        return None if integer and value >= self.minimum else f"be an integer >= {self.minimum}"
+        if not isinstance(value, int) or isinstance(value, bool) or value < self.minimum:
+            return f"be an integer >= {self.minimum}"
+        return None if value <= self.maximum else f"be an integer <= {self.maximum}"
+
+    def fix_for(self, value):
+        above = isinstance(value, int) and value > self.maximum
+        return self.fix_above if above and self.fix_above else self.fix
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,7 +174,8 @@ def check_fields(instance) -> None:
         while check is not None and not (value is None and check.optional):
             requirement = check.requirement(value, f.metadata)
             if requirement is not None:
-                fix = f". {check.fix}" if check.fix[0].isupper() else f": {check.fix}"
+                fix = check.fix_for(value)
+                fix = f". {fix}" if fix[0].isupper() else f": {fix}"
                 raise ValueError(f"{f.name} must {requirement}, got {value!r}{fix}.")
             check = check.then
 
@@ -399,6 +419,9 @@ class KGPSConfig:
             CHECK: Integer(
                 minimum=2,
                 fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
+                maximum=MAX_QUADRATURE_POINTS,
+                fix_above=f"use 5 (the paper) or a few more: numpy's Gauss-Hermite rule is tested up to "
+                f"{MAX_QUADRATURE_POINTS} nodes",
             ),
         },
     )
@@ -443,9 +466,20 @@ class KGPSConfig:
 
     def __post_init__(self):
         check_fields(self)
+        for flag in (f.name for f in fields(self) if f.type is bool):
+            # A flag declares no `Check` (HfArgumentParser would copy it onto the flag's argparse action): read here,
+            # and a numpy bool kept as Python's.
+            value = getattr(self, flag)
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(
+                    f"{flag} must be True or False, got {value!r}: use a bool, e.g. {flag}=True (on the command line, "
+                    f"--{flag} or --{flag} false)."
+                )
+            object.__setattr__(self, flag, bool(value))
         if self.feature_columns is not None:
             columns = self.feature_columns
-            self.feature_columns = [columns] if isinstance(columns, str) else list(columns)
+            # object.__setattr__: this instance is being checked; `__setattr__` would check it again, recursively
+            object.__setattr__(self, "feature_columns", [columns] if isinstance(columns, str) else list(columns))
             if self.feature_columns and self.shared_variance == 0:
                 raise ValueError(
                     f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
@@ -457,6 +491,17 @@ class KGPSConfig:
                 f"shared_drift=0, got observation={self.observation!r}, shared_drift={self.shared_drift!r}: the "
                 "shared factor already carries the pool's common drift. Set shared_variance=0 for those."
             )
+
+    def __setattr__(self, name, value):
+        """
+        After construction (every field set), a field is set only to a value that construction accepts with the other
+        fields as they are: the same checks run, on a copy, and raise before anything changes. Change fields that
+        depend on each other (e.g. `shared_variance` and `observation`) together with `dataclasses.replace`.
+        """
+        declared = self.__dataclass_fields__
+        if name in declared and declared.keys() <= self.__dict__.keys():
+            value = getattr(dataclasses.replace(self, **{name: value}), name)  # as `__post_init__` normalises it
+        super().__setattr__(name, value)
 
     @classmethod
     def paper(cls, **overrides) -> "KGPSConfig":

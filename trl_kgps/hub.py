@@ -2,8 +2,8 @@
 What a training run saved, loaded back: the selector, and the per-prompt difficulty table.
 
 `trainer.save_model(output_dir)` — which `trainer.push_to_hub()` calls — writes `kgps_state.npz` beside the model,
-and every `checkpoint-N` folder holds one too. Each function here reads it from a local directory, or else fetches
-it from the Hub repo of that id (`huggingface_hub` is imported only then).
+and every `checkpoint-N` folder holds one too. Each function here reads it from a local directory (or the file's own
+path), or else fetches it from the Hub repo of that id (`huggingface_hub` is imported only then).
 """
 
 import os
@@ -36,15 +36,18 @@ def load_selector(
 
     Args:
         path_or_repo_id (`str` or `os.PathLike`): a local directory holding `kgps_state.npz` (a trainer's
-            `output_dir` after `save_model()`, or a `checkpoint-N` folder), or a Hub repo id.
+            `output_dir` after `save_model()`, or a `checkpoint-N` folder), that `kgps_state.npz` itself, or a Hub
+            repo id. A `str` that could be a repo id and names no local path is fetched from the Hub.
         revision (`str`, *optional*): branch, tag or commit of the Hub repo; ignored for a local directory.
         cache_dir (`str` or `os.PathLike`, *optional*): the Hub cache to download into.
         token (`str` or `bool`, *optional*): the Hub token, for private repos.
         selector_class (`type`, *optional*): the class the state must hold; any of trl-kgps's selectors by default.
 
     Raises:
-        `FileNotFoundError`: the local directory holds no `kgps_state.npz`.
-        `ValueError`: the state holds another class than `selector_class`, or is not a readable KGPS state.
+        `FileNotFoundError`: the local directory holds no `kgps_state.npz`, or a local path (one that cannot be a
+            repo id) does not exist.
+        `ValueError`: a local file other than `kgps_state.npz`; the state holds another class than `selector_class`,
+            or is not a readable KGPS state.
         `OSError`: not a local directory, and the Hub repo could not be reached or holds no `kgps_state.npz`.
     """
     arrays, meta = _state_file.read(path_or_repo_id, revision, cache_dir, token)

@@ -341,10 +341,11 @@ def test_messages_are_those_of_the_hand_written_checks_they_replace(kwargs, mess
 
 
 def test_quirks_the_hand_written_checks_accepted_stay_accepted():
-    # The two [0, 1]-style fractions compared with Python's numbers, bools included; the flags are not checked.
+    # The two [0, 1]-style fractions compared with Python's numbers, bools included; the flags take only bools.
     assert KGPSConfig(delta_norm_sample=True).delta_norm_sample is True
     assert KGPSConfig(shared_noise_share=False).shared_noise_share is False
-    assert KGPSConfig(candidate_pass="yes").candidate_pass == "yes"
+    with pytest.raises(ValueError, match="candidate_pass must be True or False, got 'yes'"):
+        KGPSConfig(candidate_pass="yes")
     assert KGPSConfig(feature_columns=["level"]).feature_columns == ["level"]
 
 

@@ -13,6 +13,7 @@ the arguments that map its steps to generation batches; absent before trl-kgps 0
 import json
 import logging
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -31,6 +32,9 @@ STATE_FILE = "kgps_state.npz"
 PROMPTS_PER_BATCH = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 FORMAT_VERSION = 2
 _SELECTOR = "selector."
+# What may name a Hub repo (huggingface_hub's `validate_repo_id`, which `read` does not import for a local path):
+# "name" or "namespace/name" of letters, digits, "_", "-" and ".", neither "--" nor "..", not a ".npz" file name.
+_REPO_ID = re.compile(r"^(?!.*(--|\.\.))(\b[\w\-.]+\b/)?\b[\w\-.]+\b(?<!\.npz)$")
 
 
 class UnreadableState(ValueError):
@@ -216,8 +220,22 @@ def read(
     cache_dir: str | os.PathLike[str] | None = None,
     token: str | bool | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The state file's arrays and meta, from a local directory or else the Hub repo of that id."""
+    """
+    The state file's arrays and meta, from a local directory (or its `kgps_state.npz` itself) or else the Hub repo of
+    that id. A path that cannot be a repo id (a `PathLike`, more than one `/`, a `.npz`), or a local file other than
+    the state file, raises before any Hub call.
+    """
     location = os.fspath(path_or_repo_id)
+    expected = (
+        f"a folder holding {STATE_FILE} (a trainer's output_dir after `trainer.save_model()`, or one of its "
+        f"checkpoint-N folders), that {STATE_FILE} itself, or a Hub repo id ('namespace/name')"
+    )
+    if os.path.isfile(location) and os.path.basename(location) == STATE_FILE:
+        return load(location)
+    if os.path.isfile(location):
+        raise ValueError(f"{location!r} is a file, not {STATE_FILE}: pass {expected}.")
+    if not os.path.exists(location) and (not isinstance(path_or_repo_id, str) or not _REPO_ID.match(location)):
+        raise FileNotFoundError(f"{location!r} does not exist: pass {expected}.")
     if os.path.isdir(location):
         path = os.path.join(location, STATE_FILE)
         if not os.path.isfile(path):

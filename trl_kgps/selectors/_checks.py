@@ -1,6 +1,7 @@
 """Validation of what callers hand to a selector: every check runs before any state changes."""
 
 import math
+import numbers
 import operator
 
 import numpy as np
@@ -108,11 +109,15 @@ def as_batch_size(batch_size, available: int) -> int:
 def as_delta_norms(delta_norm) -> np.ndarray:
     """One parameter-update norm, or one per optimizer step, as a 1-D float64 array of finite values >= 0."""
     try:
-        norms = np.atleast_1d(np.asarray(delta_norm, dtype=np.float64))
+        given = np.asarray(delta_norm)
+        # numpy would read "0.5" as 0.5, True as 1.0 and None as NaN: only numbers are norms
+        if given.dtype.kind not in "iuf" and not (given.dtype.kind == "O" and all(map(_is_real, given.flat))):
+            raise TypeError(f"dtype {given.dtype}")
+        norms = np.atleast_1d(given.astype(np.float64))
     except (TypeError, ValueError, RuntimeError) as error:
         raise ValueError(
-            f"delta_norm must be a number or a 1-D sequence of numbers, got {delta_norm!r} ({error}). Pass "
-            "`float(norm)` for a tensor on an accelerator."
+            f"delta_norm must be a number or a 1-D sequence of numbers, got {delta_norm!r} ({error}). Pass the update "
+            "norm as a float, e.g. `float(norm)` (also for a tensor on an accelerator)."
         ) from None
     if norms.ndim != 1:
         raise ValueError(f"delta_norm must be a number or a 1-D sequence of numbers, got shape {norms.shape}.")
@@ -123,6 +128,11 @@ def as_delta_norms(delta_norm) -> np.ndarray:
             "or infinite norm means the optimizer step itself diverged: skip the step rather than feed it here."
         )
     return norms
+
+
+def _is_real(value) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def check_finite_state(name: str, array: np.ndarray, num_prompts: int) -> np.ndarray:
