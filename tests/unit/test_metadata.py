@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.adapters.dataset_columns import MAX_METADATA_VALUES, find_metadata, selector_for, with_metadata
+from trl_kgps.adapters.dataset_columns import (
+    MAX_METADATA_VALUES,
+    find_metadata,
+    read_features,
+    selector_for,
+    with_metadata,
+)
 from trl_kgps.adapters.reward_reads import ColumnReaders
 
 
@@ -156,3 +162,59 @@ def test_with_no_metadata_it_keeps_one_filter_per_prompt_and_what_the_user_set()
         0.0,
         0.5,
     )
+
+
+@pytest.mark.parametrize("format_type", [None, "pandas", "torch", "numpy"])
+def test_columns_are_read_whatever_the_format_in_the_order_of_the_rows(format_type):
+    # Rows selected and shuffled keep `datasets`' indices mapping over the table: the values come in the rows' order.
+    plain = user_dataset().shuffle(seed=3).select(range(40))
+    dataset = user_dataset().shuffle(seed=3).select(range(40))
+    if format_type is not None:
+        dataset.set_format(format_type)
+    assert find_metadata(dataset) == find_metadata(plain)
+    features = read_features(dataset, ["level", "steps", "type"])
+    assert features["level"].tolist() == list(plain["level"]) and features["steps"].tolist() == list(plain["steps"])
+    assert features["type"].dtype.kind == "U"  # strings, as `shared.design` takes labels
+
+
+def test_integers_of_any_width_are_labels():
+    dataset = (
+        user_dataset()
+        .cast_column("steps", datasets.Value("uint8"))
+        .cast_column("level", datasets.ClassLabel(names=[f"Level {i}" for i in range(1, 5)]))
+    )
+    assert find_metadata(dataset, ColumnReaders.of([accuracy_reward])).columns == ["level", "type", "steps"]
+
+
+def test_a_column_with_a_value_on_a_single_row_names_prompts():
+    # 39 values on one row each and one value on the other 25 rows: on average more than two rows a value, yet the
+    # 39 single rows each name a prompt.
+    dataset = user_dataset(extra=list(range(39)) + [-1] * (N - 39))
+    assert find_metadata(dataset).skipped["extra"] == (
+        "39 of its 40 values label fewer than 2 rows each: it names prompts rather than grouping them"
+    )
+
+
+def test_columns_past_the_shared_factors_limit_are_skipped_and_the_rest_trains():
+    # 17 label columns of 61 values each: 16 of them hold 976 values, the 17th would take them past 1,024.
+    rows = 122
+    columns = {f"c{j:02d}": [(i * (j + 1)) % 61 for i in range(rows)] for j in range(17)}
+    dataset = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(rows)], **columns})
+    config, metadata = with_metadata(dataset, KGPSConfig())
+    assert metadata.columns == [f"c{j:02d}" for j in range(16)]
+    assert metadata.skipped["c16"] == (
+        "with the columns before it, 1,037 distinct values in all, more than the 1,024 KGPS shares across"
+    )
+    selector = selector_for("kgps", dataset, config, 0)
+    assert selector.shared.design.dimension == 1 + 976
+
+
+def test_long_labels_name_their_groups_briefly_and_distinctly():
+    # Three labels of 100,000 characters that differ only at their end: each group is named in a few dozen
+    # characters (metric keys, the model card's rows, the difficulty table), and the names stay distinct.
+    labels = ["x" * 99_999 + tail for tail in "abc"]
+    dataset = user_dataset(extra=[labels[i % 3] for i in range(N)])
+    config, metadata = with_metadata(dataset, KGPSConfig(feature_columns=["extra"]))
+    names = selector_for("kgps", dataset, config, 0).shared.design.names
+    assert len(set(names)) == 3 and all(len(name) <= len("extra=") + 40 for name in names)
+    assert all(name.startswith("extra=" + "x" * 29 + "...") for name in names)

@@ -50,6 +50,7 @@ docs/algorithm.md quotes the figures.
 """
 
 import functools
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,8 @@ from ._binomial import posterior_moments
 MAX_CATEGORICAL_VALUES = 1024
 # A pseudo-observation this uninformative (its precision relative to the prior's) changes nothing and is skipped.
 _MIN_RELATIVE_PRECISION = 1e-9
+# A label (or column name) longer than this is shortened where it names a group (`_short`).
+_MAX_LABEL = 40
 _EMBEDDING_DIMENSIONS = 64  # an embedding wider than this is projected onto its leading principal directions
 
 
@@ -248,7 +251,7 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
             f"{MAX_CATEGORICAL_VALUES:,}, since it keeps an exact covariance over them (a {values + 1:,} x "
             f"{values + 1:,} matrix, updated at every step). A column with a value per prompt or nearly (an id, a "
             "problem text) has nothing to share. Name a coarser column (or bin this one, e.g. into difficulty "
-            "levels), give an embedding column (one vector per prompt), or leave feature_columns unset: one factor "
+            "levels), give an embedding column (one vector per prompt), or set feature_columns=[]: one factor "
             "shared by the whole pool."
         )
     offsets = np.cumsum([1] + [len(level) for level in levels])  # the intercept, then each column's indicators
@@ -260,10 +263,21 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
         rows[np.arange(len(distinct)), offsets[j] + distinct[:, j]] = 1.0
     rows /= np.sqrt(1 + len(columns))
     names = [
-        ", ".join(f"{name}={levels[j][code]}" for j, ((name, _), code) in enumerate(zip(columns, combo)))
+        ", ".join(
+            f"{_short(name)}={_short(str(levels[j][code]))}" for j, ((name, _), code) in enumerate(zip(columns, combo))
+        )
         for combo in distinct
     ]
     return Design(rows, cell.reshape(-1).astype(np.int64), names, "categorical")
+
+
+def _short(label: str) -> str:
+    """A label as it names a group in metric keys, the model card and the difficulty table: as it is up to
+    `_MAX_LABEL` characters, else its start and a digest of the whole, which keeps distinct labels distinct."""
+    if len(label) <= _MAX_LABEL:
+        return label
+    digest = hashlib.blake2b(label.encode(), digest_size=4).hexdigest()
+    return f"{label[: _MAX_LABEL - 11]}...{digest}"
 
 
 def _one_hot(rows: np.ndarray) -> bool:
