@@ -27,9 +27,9 @@ from transformers import TrainerCallback  # noqa: E402
 
 from trl_kgps import KGPSCallback, KGPSConfig  # noqa: E402
 from trl_kgps.adapters import async_trl_private as _async_trl  # noqa: E402
+from trl_kgps.adapters.dataset_columns import selector_for  # noqa: E402
 from trl_kgps.engine import state_file as _state_file  # noqa: E402
 from trl_kgps.engine.engine import SelectionEngine  # noqa: E402
-from trl_kgps.adapters.dataset_columns import selector_for  # noqa: E402
 
 
 pytestmark = pytest.mark.slow
@@ -126,7 +126,7 @@ def replay(engine, ops):
     return engine
 
 
-def train(tmp_path, *, selector="kgps", delay_seed=None, in_flight=G, resume=None, name="run", **args):
+def train(tmp_path, *, selector="kgps", config=CONFIG, delay_seed=None, in_flight=G, resume=None, name="run", **args):
     """A run of the real trainer with KGPS (`selector`) and `in_flight` completions generated at once; returns
     `(trainer, callback, its EngineLog, dataset, the worker's reward log)`."""
     path, tokenizer, dataset = standins.setup(tmp_path)
@@ -142,7 +142,7 @@ def train(tmp_path, *, selector="kgps", delay_seed=None, in_flight=G, resume=Non
         max_inflight_tasks=in_flight,
         delay_seed=delay_seed,
     )
-    kgps = KGPSCallback(CONFIG, selector=selector)
+    kgps = KGPSCallback(config, selector=selector)
     log = EngineLog(kgps)
     trainer = async_grpo.AsyncGRPOTrainer(
         model=path, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer,
@@ -386,3 +386,57 @@ def test_the_example_trains_with_the_worker_trl_builds(tmp_path, monkeypatch):
         logged = {key for entry in json.load(f)["log_history"] for key in entry}
     assert {"kgps/coverage", "kgps/delta_norm", "kgps/version_lag"} <= logged
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def grpo_trainer(tmp_path, config, selector, max_steps, resume=None, **args):
+    """`GRPOTrainer` on the asynchronous tests' model and dataset, 2 groups of 4 a generation batch."""
+    import trl
+    from harness import SpyKGPS
+
+    path, tokenizer, dataset = standins.setup(tmp_path)
+    kgps = SpyKGPS(config, selector=selector)
+    trainer = trl.GRPOTrainer(
+        model=path,
+        reward_funcs=standins.FirstWord(tmp_path / "grpo_rewards.jsonl"),
+        args=tiny_args(tmp_path / "grpo", max_steps=max_steps, **args),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, kgps
+
+
+def tiny_args(output_dir, **overrides):
+    from trl_kgps.tasks import tiny
+
+    return tiny.grpo_config(output_dir, max_completion_length=3, **overrides)
+
+
+@supported
+def test_the_warmup_of_the_callbacks_config_runs_under_both_trainers(tmp_path):
+    # The paper's preset warms up one uniform epoch, with MoPPS too: 12 batches of 2 cover the 24 prompts once, then
+    # MoPPS chooses. The same config and selector give the same warmup under GRPOTrainer and AsyncGRPOTrainer.
+    config = KGPSConfig.paper(delta_norm_sample=1.0)
+    _, kgps, log, dataset, _ = train(tmp_path / "async", selector="mopps", config=config, max_steps=12)
+    _, spy = grpo_trainer(tmp_path / "sync", config, "mopps", max_steps=12)
+    for rounds, warmup in ((kgps.rounds, log.handed[:12]), (spy.rounds, spy.batches[:12])):
+        assert rounds.warmup_batches == 12
+        assert sorted(np.concatenate(warmup).tolist()) == list(range(len(dataset)))
+
+
+@supported
+def test_a_checkpoint_of_one_trainer_resumed_by_the_other_is_refused_naming_the_trainer_it_came_from(tmp_path):
+    save = dict(save_strategy="steps", save_steps=2)
+    train(tmp_path / "async", max_steps=2, **save)
+    with pytest.raises(ValueError, match=r"was saved by AsyncGRPOTrainer, and this run is GRPOTrainer \(or RLOO"):
+        grpo_trainer(tmp_path / "sync", CONFIG, "kgps", 4, resume=str(tmp_path / "async" / "run" / "checkpoint-2"))
+    grpo_trainer(tmp_path / "sync", CONFIG, "kgps", 2, **save)
+    with pytest.raises(ValueError, match=r"was saved by GRPOTrainer \(or RLOOTrainer\), and this run is AsyncGRPO"):
+        train(tmp_path / "async", max_steps=4, name="resumed", resume=str(tmp_path / "sync" / "grpo" / "checkpoint-2"))
+
+
+@supported
+def test_a_batch_larger_than_the_dataset_is_refused_with_the_async_trainers_formula(tmp_path):
+    with pytest.raises(ValueError, match=r"needs 26 distinct prompts \(per_device_train_batch_size x gradient_accum"):
+        train(tmp_path, max_steps=1, gradient_accumulation_steps=13)

@@ -45,7 +45,8 @@ from ..engine.engine import SelectionEngine
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
-from . import async_trl_private, checkpoint, trl_private
+from ..engine.rounds import check_batch_size
+from . import async_trl_private, trl_private
 from .binding import Binding
 from .reward_reads import ColumnReaders
 
@@ -216,6 +217,9 @@ class AsyncGRPOBinding(Binding):
     as the synchronous adapter does (`trl_private.bind_saves`), and takes the update's norm at each weight sync.
     """
 
+    ASYNCHRONOUS = True
+    BATCH_FORMULA = "per_device_train_batch_size x gradient_accumulation_steps x processes / num_generations"
+
     def __init__(
         self, trainer: Any, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
     ):
@@ -290,16 +294,14 @@ class AsyncGRPOBinding(Binding):
         then handed the batches pending at the checkpoint first."""
         if self.service is not None:
             with self.service.lock:
-                checkpoint.resume(
-                    directory, self.config, self.selector, self.engine, self.prompts_digest, self.trainer_record()
-                )
+                self.resume(directory, self.engine)
             self.service.restart()
 
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` (rank 0), the engine as it is between two of its operations."""
-        if self.service is not None and self.trainer.args.should_save and not self.copy_best_state(directory):
+        if self.service is not None:
             with self.service.lock:
-                checkpoint.save(directory, self.selector, self.engine, self.prompts_digest(), self.trainer_record())
+                self.save(directory, self.engine)
 
     def _build(self) -> None:
         """The engine and its service, once; then, for this `train()`, the worker reads from them."""
@@ -316,9 +318,9 @@ class AsyncGRPOBinding(Binding):
                     f"{len(trainer.train_dataset)}. Build it with `KGPSSelector(len(train_dataset))`."
                 )
             self.selector = selector
-            warmup = getattr(getattr(selector, "config", None), "warmup_epochs", 0)
             B = self.batch_size
-            self.engine = SelectionEngine(selector, B, warmup * (len(trainer.train_dataset) // B), trainer.args.seed)
+            check_batch_size(B, len(trainer.train_dataset), self.BATCH_FORMULA)
+            self.engine = SelectionEngine(selector, B, self.warmup_batches(B), trainer.args.seed)
             worker = trainer.rollout_worker
             self.service = SelectionService(
                 self.engine, self.config, worker.metrics_queue, lambda: trainer.model_version

@@ -15,6 +15,7 @@ from ..engine.engine import SelectionEngine
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from ..engine.rounds import Rounds
+from . import checkpoint
 from .dataset_columns import Metadata, selector_for, with_metadata
 from .distributed import ParameterDelta
 from .report import add_kgps_section, difficulty_dataset
@@ -35,7 +36,8 @@ ONE_PER_TRAINER = (
 
 class Binding:
     """
-    One run's selection, bound to `trainer` for the callback `owner`.
+    One run's selection, bound to `trainer` for the callback `owner`. A subclass names its trainers' loop
+    (`ASYNCHRONOUS`) and how they set the prompts of a generation batch (`BATCH_FORMULA`), which messages give.
 
     Args:
         trainer (`Trainer`): the trainer; the subclass checks it and wraps its members.
@@ -52,6 +54,9 @@ class Binding:
         best_checkpoint (`str` or `None`): after a `train()` whose end loaded the best checkpoint's weights
             (`load_best_model_at_end`), that checkpoint, whose KGPS state is the one saved beside them.
     """
+
+    ASYNCHRONOUS = False
+    BATCH_FORMULA = ""
 
     def __init__(
         self, trainer: Trainer, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
@@ -136,8 +141,30 @@ class Binding:
             raise ValueError(ONE_PER_TRAINER)
 
     def trainer_record(self) -> dict[str, int]:
-        """What a checkpoint records of the trainer and a resume checks: its `global_step`."""
-        return {"global_step": self.trainer.state.global_step}
+        """What a checkpoint records of the trainer and a resume checks: its loop and its `global_step`."""
+        return {state_file.ASYNCHRONOUS: int(self.ASYNCHRONOUS), "global_step": self.trainer.state.global_step}
+
+    def warmup_batches(self, batch_size: int) -> int:
+        """The generation batches of the uniform warmup: `config.warmup_epochs` epochs of `batch_size` prompts."""
+        return self.config.warmup_epochs * (len(self.dataset) // batch_size)
+
+    def resume(self, directory: str, progress: checkpoint.Progress) -> None:
+        """Restores the state saved in `directory` into the selector and `progress`, or raises before changing
+        anything (`checkpoint.resume`)."""
+        checkpoint.resume(
+            directory,
+            self.config,
+            self.selector,
+            progress,
+            self.prompts_digest,
+            self.trainer_record(),
+            batch_formula=self.BATCH_FORMULA,
+        )
+
+    def save(self, directory: str, progress: checkpoint.Progress) -> None:
+        """Writes `directory/kgps_state.npz` (`checkpoint.save`), or copies the best checkpoint's (`copy_best_state`)."""
+        if self.trainer.args.should_save and not self.copy_best_state(directory):
+            checkpoint.save(directory, self.selector, progress, self.prompts_digest(), self.trainer_record())
 
     def copy_best_state(self, directory: str) -> bool:
         """

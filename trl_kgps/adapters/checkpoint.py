@@ -68,11 +68,13 @@ def resume(
     progress: Progress,
     prompts: Callable[[], dict[str, Any] | None],
     trainer: dict[str, int] | None = None,
+    batch_formula: str = "",
 ) -> None:
     """
     Restores the state saved in `directory` into `selector` and `progress`, or raises before changing either. A
     missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's rows digest, and
-    `trainer` the resuming trainer's record (as `save` takes it), which must match the saved one.
+    `trainer` the resuming trainer's record (as `save` takes it), which must match the saved one; `batch_formula` says
+    how the trainer sets the prompts of a generation batch.
     """
     path = os.path.join(directory, state_file.STATE_FILE)
     if not os.path.exists(path) and config.restart_on_missing_state:
@@ -81,7 +83,9 @@ def resume(
     if trainer is not None and "global_step" in trainer:
         trainer = {**trainer, "global_step": _resumed_step(directory, trainer["global_step"])}
     try:
-        selector_state, progress_state = state_file.read_run(path, selector, progress.batch_size, prompts(), trainer)
+        selector_state, progress_state = state_file.read_run(
+            path, selector, progress.batch_size, prompts(), trainer, batch_formula
+        )
     except (state_file.UnreadableState, state_file.OtherTrainerState):
         raise  # its message says what to resume from
     except (KeyError, ValueError, TypeError) as error:

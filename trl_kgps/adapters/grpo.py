@@ -24,8 +24,9 @@ from ..config import KGPSConfig
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
+from ..engine.rounds import check_batch_size
 from ..sampler import KGPSRepeatSampler
-from . import checkpoint, trl_private
+from . import trl_private
 from .binding import Binding
 from .distributed import check_ranks_agree, fingerprint, gather_indices
 
@@ -53,6 +54,8 @@ class GRPOBinding(Binding):
     Attributes:
         sampler (`KGPSRepeatSampler` or `None`): the sampler the trainer's data loader draws from.
     """
+
+    BATCH_FORMULA = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 
     def __init__(
         self, trainer: Trainer, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
@@ -114,6 +117,7 @@ class GRPOBinding(Binding):
         if self.selector is None or isinstance(self.selector, str):
             self.selector = self.build_selector(dataset, trl_private.column_readers(trainer))
         batch_size, G, repeat_count = trl_private.generation_layout(trainer)
+        check_batch_size(batch_size, len(dataset), self.BATCH_FORMULA)
         self.sampler = KGPSRepeatSampler(
             dataset,
             mini_repeat_count=G,
@@ -235,11 +239,9 @@ class GRPOBinding(Binding):
 
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
-        if self.sampler is not None and self.trainer.args.should_save and not self.copy_best_state(directory):
-            checkpoint.save(directory, self.selector, self.sampler, self.prompts_digest(), self.trainer_record())
+        if self.sampler is not None:
+            self.save(directory, self.sampler)
 
     def _resume_from(self, directory: str) -> None:
         """Restores the state saved in `directory`, or raises before changing anything."""
-        checkpoint.resume(
-            directory, self.config, self.selector, self.sampler, self.prompts_digest, self.trainer_record()
-        )
+        self.resume(directory, self.sampler)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .protocol import PromptSelector
-from .state_file import PROMPTS_PER_BATCH
 
 
 class RecentBatches:
@@ -353,12 +352,16 @@ class Rounds:
             self.recent.add(batch)
 
 
-def check_batch_size(batch_size: int, num_prompts: int) -> None:
-    """Raises `ValueError` unless a generation batch of `batch_size` distinct prompts fits in `num_prompts`."""
+def check_batch_size(batch_size: int, num_prompts: int, formula: str = "") -> None:
+    """
+    Raises `ValueError` unless a generation batch of `batch_size` distinct prompts fits in `num_prompts`; `formula`
+    says how the trainer sets `batch_size` (each adapter checks with its own before building the engine).
+    """
     if not 1 <= batch_size <= num_prompts:
+        by = f" ({formula})" if formula else ""
         raise ValueError(
-            f"A generation batch needs {batch_size} distinct prompts ({PROMPTS_PER_BATCH}) and the dataset has "
-            f"{num_prompts}: use a larger dataset or fewer prompts per generation batch."
+            f"A generation batch needs {batch_size} distinct prompts{by} and the dataset has {num_prompts}: use a "
+            "larger dataset or fewer prompts per generation batch."
         )
 
 

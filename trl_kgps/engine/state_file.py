@@ -29,8 +29,10 @@ logger = logging.getLogger(__name__)
 
 STATE_FILE = "kgps_state.npz"
 # How TRL's arguments make a generation batch's distinct prompts, which a state records as its `batch_size`.
-PROMPTS_PER_BATCH = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 FORMAT_VERSION = 2
+# The trainer record's key that says which loop wrote the state: 1 for `AsyncGRPOTrainer`'s, 0 for the others'.
+ASYNCHRONOUS = "asynchronous"
+TRAINERS = {False: "GRPOTrainer (or RLOOTrainer)", True: "AsyncGRPOTrainer"}
 _SELECTOR = "selector."
 # What may name a Hub repo (huggingface_hub's `validate_repo_id`, which `read` does not import for a local path):
 # "name" or "namespace/name" of letters, digits, "_", "-" and ".", neither "--" nor "..", not a ".npz" file name.
@@ -148,15 +150,20 @@ def read_run(
     batch_size: int,
     prompts: dict[str, Any] | None = None,
     trainer: dict[str, int] | None = None,
+    batch_formula: str = "",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """
     The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and
-    number of prompts) in batches of `batch_size` over the rows of digest `prompts`, resumed by a trainer whose
-    record is `trainer` (`write`'s); a `ValueError` says what does not fit, an `OtherTrainerState` what to resume
-    with. A state that records no digest (written before trl-kgps 0.3), or only its `prompt` column's, is read with a
+    number of prompts) in batches of `batch_size` (which the trainer sets by `batch_formula`, named when they differ)
+    over the rows of digest `prompts`, resumed by a trainer whose record is `trainer` (`write`'s); a `ValueError` says
+    what does not fit, an `OtherTrainerState` what to resume with. A state that records no digest (written before trl-kgps 0.3), or only its `prompt` column's, is read with a
     warning; one that records no trainer (before trl-kgps 0.3) is not checked against it.
     """
     arrays, meta = load(path)
+    saved_trainer = dict(meta.get("trainer") or {})
+    # A state written before the record named its trainer: the synchronous sampler's keeps the epoch's batches.
+    saved_trainer.setdefault(ASYNCHRONOUS, int("epoch_batches" not in arrays))
+    _check_same_loop(path, saved_trainer, trainer or {})
     num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
     if num_prompts != selector.num_prompts:
         raise ValueError(
@@ -164,8 +171,8 @@ def read_run(
         )
     if saved_batch_size != batch_size:
         raise ValueError(
-            f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size} "
-            f"({PROMPTS_PER_BATCH})"
+            f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size}"
+            + (f" ({batch_formula})" if batch_formula else "")
         )
     if meta["selector_class"] != type(selector).__name__:
         raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")
@@ -185,10 +192,23 @@ def read_run(
                 "the order of this run's prompts but not of its other columns (images, answers).",
                 path,
             )
-    _check_trainer(path, meta.get("trainer") or {}, trainer or {})
+    _check_trainer(path, saved_trainer, trainer or {})
     sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
     sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
     return unpack_selector(arrays, meta), sampler_state
+
+
+def _check_same_loop(path: str, saved: dict[str, int], current: dict[str, int]) -> None:
+    """Raises `OtherTrainerState` if the state at `path` was saved by the other kind of trainer than `current`'s."""
+    if ASYNCHRONOUS not in current or saved[ASYNCHRONOUS] == current[ASYNCHRONOUS]:
+        return
+    source, this = (TRAINERS[bool(record[ASYNCHRONOUS])] for record in (saved, current))
+    raise OtherTrainerState(
+        f"{path} was saved by {source}, and this run is {this}: KGPS's state does not pass from one to the other (the "
+        "synchronous trainers' sampler keeps the epoch's batches, the asynchronous worker's the groups in flight). "
+        f"Resume it with {source}; to go on with {this}, move {STATE_FILE} out of the checkpoint and pass "
+        "KGPSConfig(restart_on_missing_state=True), which starts KGPS afresh from it."
+    )
 
 
 def _check_trainer(path: str, saved: dict[str, int], current: dict[str, int]) -> None:
@@ -201,13 +221,14 @@ def _check_trainer(path: str, saved: dict[str, int], current: dict[str, int]) ->
             f"Resume from the checkpoint of step {saved['global_step']}, or put back the {STATE_FILE} saved with this "
             "one."
         )
-    differ = [name for name in current if name != "global_step" and name in saved and saved[name] != current[name]]
+    mapping = [name for name in current if name not in ("global_step", ASYNCHRONOUS)]
+    differ = [name for name in mapping if name in saved and saved[name] != current[name]]
     if differ:
         changes = ", ".join(f"{name}={saved[name]} (this run: {current[name]})" for name in differ)
         fix = ", ".join(f"{name}={saved[name]}" for name in differ)
         raise OtherTrainerState(
             f"{path} was saved by a run with {changes}: the trainer maps its steps to generation batches by "
-            f"{', '.join(name for name in current if name != 'global_step')}, so with other values it would resume on "
+            f"{', '.join(mapping)}, so with other values it would resume on "
             f"other batches than those KGPS chose and observed. Resume with {fix}; to change "
             f"{'it' if len(differ) == 1 else 'them'}, move {STATE_FILE} out of the checkpoint and pass "
             "KGPSConfig(restart_on_missing_state=True), which starts KGPS afresh from it."
