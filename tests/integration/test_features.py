@@ -199,8 +199,10 @@ def test_a_run_that_read_no_column_resumes_with_the_config_its_refusal_names(tmp
     checkpoint = str(tmp_path / "checkpoint-4")
     with pytest.raises(ValueError, match=r"pass KGPSCallback\(KGPSConfig\(feature_columns=\[\]\)\), the config it"):
         run(tmp_path, tokenizer, rows, config=KGPSConfig(), resume=checkpoint)  # the one line finds `level`
-    _, resumed = run(tmp_path, tokenizer, rows, config=none, resume=checkpoint)
+    trainer, resumed = run(tmp_path, tokenizer, rows, config=none, resume=checkpoint)
     assert resumed.selector.config.feature_columns == [] and len(resumed.batches) > 0
+    trainer.create_model_card()  # its config table says `[]`, which a copy of it resumes with
+    assert "| `feature_columns` | `[]` |" in (tmp_path / "README.md").read_text()
 
 
 class LevelReward(StepReward):

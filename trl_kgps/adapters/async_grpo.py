@@ -325,13 +325,7 @@ class AsyncGRPOBinding(Binding):
             self.service = SelectionService(
                 self.engine, self.config, worker.metrics_queue, lambda: trainer.model_version
             )
-            stop = worker.stop
-
-            def stop_then_service():  # the loop may be waiting on the service until its process ends
-                stop()
-                self.service.stop()
-
-            worker.stop = stop_then_service
+            async_trl_private.stop_after(worker, self.service.stop)
         self.service.restart()
         async_trl_private.adopt(trainer.rollout_worker, self.service.listen(), self.service.authkey)
 

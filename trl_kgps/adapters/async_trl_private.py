@@ -1,6 +1,6 @@
 """
-The one place where trl-kgps reaches into TRL's asynchronous GRPO trainer (`trl.experimental.async_grpo`), whose
-rollout loop has no public hook for choosing prompts.
+The one place where trl-kgps reaches into TRL's asynchronous GRPO trainer (`AsyncGRPOTrainer`), whose rollout loop
+has no public hook for choosing prompts.
 
 `AsyncGRPOTrainer` trains on rank 0's `AsyncRolloutWorker`, which spawns a child process running `_AsyncRolloutLoop`:
 it reads prompts with `_repeat_iterator` (the dataset in order, cycling), generates on vLLM, scores each finished group
@@ -15,78 +15,149 @@ with `_score_group` and queues the samples. KGPS keeps all of that and replaces 
 | `AsyncRolloutWorker.metrics_queue` | appended to: `kgps/*` metrics, which the trainer's `log()` drains into its logs |
 | `AsyncGRPOTrainer.rollout_worker`, `args.weight_sync_steps` | read: the worker, and when the served policy changes version |
 
-Everything else the adapter relies on (the trainer builds its worker after its callbacks, saves through `save_model`,
-resumes through `_load_optimizer_and_scheduler`, bumps the version after each weight sync, drops stale samples after
-they were scored) is in the sources fingerprinted in `SUPPORTED`: `check()` refuses any TRL whose private async code
-differs from the release it was checked on, naming the release and the member.
+Everything else the adapter relies on, `check()` verifies by signature and by what each member's code calls and
+sets, on whichever TRL release is installed, and refuses naming the member and what it found: the loop reads its
+prompts through `_repeat_iterator` and scores every group through `_score_group`; the worker starts the child with its
+`_loop_cls` and `_loop_kwargs`; the trainer builds its worker in `__init__`, drains `metrics_queue` in `log`, bumps
+`model_version` at each weight sync and records the worker's place in its checkpoints. That the pieces work together
+(saves through `save_model`, resume through `_load_optimizer_and_scheduler`, stale samples dropped after they were
+scored) the integration tests show with the real trainer, on the releases CI installs (README: supported versions).
+Each class is looked up where TRL keeps it: `trl.experimental.async_grpo` up to TRL 1.16, `trl.trainer` in the
+releases that made the asynchronous trainer stable.
 """
 
+import dataclasses
 import functools
-import hashlib
+import importlib
 import inspect
 import time
+import types
 from typing import Any
 
 import numpy as np
 
 
-# TRL releases whose asynchronous trainer was checked against this module, with the SHA-256 (first 16 hex digits) of
-# the source of every private member the adapter depends on (`python -m trl_kgps._async_trl` prints the installed ones).
-SUPPORTED = {
-    "1.16.0": {
-        "async_rollout_worker._AsyncRolloutLoop.__init__": "f2f7fc012668b22c",
-        "async_rollout_worker._AsyncRolloutLoop._generate_loop": "ba2da28437369bdd",
-        "async_rollout_worker._AsyncRolloutLoop._score_loop": "a4356a487c050c7a",
-        "async_rollout_worker._AsyncRolloutLoop._repeat_iterator": "ed97bff71aee925b",
-        "async_rollout_worker._AsyncRolloutLoop._score_group": "d032308d2e87d971",
-        "async_rollout_worker._child_main": "46f9d71e596829fd",
-        "async_rollout_worker.AsyncRolloutWorker.__init__": "4421bac6f1128f93",
-        "async_rollout_worker.AsyncRolloutWorker.start": "32344ffaef4ab484",
-        "async_rollout_worker.AsyncRolloutWorker.stop": "e53629230ba4d6eb",
-        "async_grpo_trainer.RolloutQueueDataset.__iter__": "d92a084c61a3511c",
-        "async_grpo_trainer.AsyncGRPOTrainer.__init__": "8ef1227654a229e7",
-        "async_grpo_trainer.AsyncGRPOTrainer.log": "f16119a908c28611",
-        "async_grpo_trainer.AsyncGRPOTrainer._sync_weight_merged": "ab2541763c20cba1",
-        "async_grpo_trainer.AsyncGRPOTrainer._sync_weight_lora": "4a4ad08eb92eaf64",
-        "async_grpo_trainer.AsyncGRPOTrainer._save_checkpoint": "ac7c7c0f73d720da",
-        "async_grpo_trainer.AsyncGRPOTrainer._inner_training_loop": "83ea8e8f30f62e92",
-    },
-}
-
-_MEMBERS = (
-    "async_rollout_worker._AsyncRolloutLoop.__init__",
-    "async_rollout_worker._AsyncRolloutLoop._generate_loop",
-    "async_rollout_worker._AsyncRolloutLoop._score_loop",
-    "async_rollout_worker._AsyncRolloutLoop._repeat_iterator",
-    "async_rollout_worker._AsyncRolloutLoop._score_group",
-    "async_rollout_worker._child_main",
-    "async_rollout_worker.AsyncRolloutWorker.__init__",
-    "async_rollout_worker.AsyncRolloutWorker.start",
-    "async_rollout_worker.AsyncRolloutWorker.stop",
-    "async_grpo_trainer.RolloutQueueDataset.__iter__",
-    "async_grpo_trainer.AsyncGRPOTrainer.__init__",
-    "async_grpo_trainer.AsyncGRPOTrainer.log",
-    "async_grpo_trainer.AsyncGRPOTrainer._sync_weight_merged",
-    "async_grpo_trainer.AsyncGRPOTrainer._sync_weight_lora",
-    "async_grpo_trainer.AsyncGRPOTrainer._save_checkpoint",
-    "async_grpo_trainer.AsyncGRPOTrainer._inner_training_loop",
-)
+# Where TRL releases keep the asynchronous trainer's modules, searched in order.
+PACKAGES = ("trl.experimental.async_grpo", "trl.trainer")
+MODULES = ("async_rollout_worker", "async_grpo_trainer")
 
 
-def _member(path: str) -> Any:
-    import importlib
+@dataclasses.dataclass(frozen=True)
+class Relied:
+    """
+    What KGPS relies on in one member of TRL's asynchronous trainer.
 
-    module, *attributes = path.split(".")
-    value = importlib.import_module(f"trl.experimental.async_grpo.{module}")
-    for attribute in attributes:
-        value = getattr(value, attribute)
-    return value
+    Attributes:
+        path (`str`): `"Class.member"`, or a module-level function's name.
+        parameters (`tuple[str, ...]` or `None`): the parameters after `self` it must take, exactly (KGPS calls it, or
+            replaces it for TRL's calls, with these; `None`: not checked).
+        coroutine (`bool` or `None`): whether it must be an `async def` (`None`: not checked).
+        names (`tuple[str, ...]`): what its code must name: the attributes it sets or reads, the members it calls.
+        use (`str`): what KGPS does with it.
+    """
+
+    path: str
+    parameters: tuple[str, ...] | None = None
+    coroutine: bool | None = None
+    names: tuple[str, ...] = ()
+    use: str = ""
 
 
-def fingerprints() -> dict[str, str]:
-    """{member: the first 16 hex digits of the SHA-256 of its source}, for the installed TRL's members that the adapter
-    depends on."""
-    return {path: hashlib.sha256(inspect.getsource(_member(path)).encode()).hexdigest()[:16] for path in _MEMBERS}
+RELIED_ON = (
+    Relied("_AsyncRolloutLoop.__init__", names=("reward_funcs", "reward_func_names", "dataset", "num_generations",
+           "_heartbeat_value", "_env_reward_types"), use="KGPS's loop reads these once built"),
+    Relied("_AsyncRolloutLoop._provides_rollout_reward", use="read: whether a rollout reward column follows"),
+    Relied("_AsyncRolloutLoop._repeat_iterator", parameters=(), coroutine=False, use="replaced: KGPS's prompts"),
+    Relied("_AsyncRolloutLoop._generate_loop", names=("_repeat_iterator",), use="reads the prompts KGPS chooses"),
+    Relied("_AsyncRolloutLoop._score_loop", names=("_score_group",), use="scores every group through _score_group"),
+    Relied("_AsyncRolloutLoop._score_group", parameters=("group",), coroutine=True, names=("reward_funcs",
+           "_env_reward_types", "_provides_rollout_reward"), use="wrapped: each group's rewards reach KGPS"),
+    Relied("_child_main", names=("run",), use="builds and runs the loop KGPS hands the worker"),
+    Relied("AsyncRolloutWorker._loop_cls", use="set: the loop class, KGPS's mixed in"),
+    Relied("AsyncRolloutWorker.__init__", names=("_loop_kwargs", "metrics_queue"), use="set: the loop's arguments"),
+    Relied("AsyncRolloutWorker.start", names=("_loop_cls", "_loop_kwargs"), use="starts the child with them"),
+    Relied("AsyncRolloutWorker.stop", parameters=(), use="wrapped: KGPS's service stops after the worker"),
+    Relied("AsyncGRPOTrainer.__init__", names=("rollout_worker", "model_version"), use="read: the worker, the version"),
+    Relied("AsyncGRPOTrainer.log", names=("metrics_queue",), use="drains KGPS's metrics into the logs"),
+    Relied("AsyncGRPOTrainer._sync_weight_merged", names=("model_version",), use="the version KGPS's norms follow"),
+    Relied("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="the version KGPS's norms follow"),
+    Relied("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the worker"),
+)  # fmt: skip
+# The fields of a scored group that KGPS reads.
+GROUP_FIELDS = ("group_id", "model_version", "env_rewards", "rollout_rewards")
+
+
+def find(name: str) -> Any:
+    """The class or function `name` of the installed TRL's asynchronous trainer, wherever its release keeps it."""
+    for package in PACKAGES:
+        for module in MODULES:
+            try:
+                found = getattr(importlib.import_module(f"{package}.{module}"), name, None)
+            except ImportError:
+                continue
+            if found is not None:
+                return found
+    places = ", ".join(f"{package}.{module}" for package in PACKAGES for module in MODULES)
+    raise LookupError(f"{name} is in none of {places}")
+
+
+def _code_names(obj: Any) -> set[str]:
+    """Every attribute and global name the code of `obj` (a function, nested code included) holds."""
+    code = getattr(inspect.unwrap(obj), "__code__", None)
+    names, todo = set(), [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        names.update(code.co_names)
+        todo.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+    return names
+
+
+def _differs(relied: Relied) -> str | None:
+    """What the installed TRL's member differs in from what KGPS relies on; `None` when it does not."""
+    owner, _, member = relied.path.rpartition(".")
+    try:
+        value = find(owner or member)
+        if owner:
+            value = inspect.getattr_static(value, member)
+    except (LookupError, AttributeError) as error:
+        return f"it is missing ({error})"
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if relied.parameters is not None:
+        taken = [p.name for p in inspect.signature(value).parameters.values()][1 if owner else 0 :]
+        if tuple(taken) != relied.parameters:
+            return f"it takes ({', '.join(taken)}), where KGPS relies on ({', '.join(relied.parameters)})"
+    if relied.coroutine is not None and inspect.iscoroutinefunction(value) != relied.coroutine:
+        return f"it is {'not ' * relied.coroutine}an async def"
+    missing = [name for name in relied.names if name not in _code_names(value)]
+    if missing:
+        return f"its code no longer names {', '.join(missing)}"
+    return None
+
+
+def check() -> None:
+    """
+    Raises `RuntimeError` naming the installed TRL, the first member whose signature or code differs from what KGPS
+    relies on (`RELIED_ON`), and how.
+    """
+    import trl
+
+    problems = [(relied, why) for relied in RELIED_ON if (why := _differs(relied)) is not None]
+    try:
+        fields = {f.name for f in dataclasses.fields(find("RolloutGroup"))}
+    except (LookupError, TypeError):
+        fields = set()
+    if not problems and not set(GROUP_FIELDS) <= fields:
+        missing = ", ".join(sorted(set(GROUP_FIELDS) - fields))
+        problems.append((Relied("RolloutGroup", use="read: each scored group"), f"it has no field {missing}"))
+    if problems:
+        relied, why = problems[0]
+        raise RuntimeError(
+            f"KGPSCallback drives AsyncGRPOTrainer through its private rollout loop, and in the installed TRL "
+            f"{trl.__version__} `{relied.path}` ({relied.use}) has changed: {why}"
+            f"{f' ({len(problems) - 1} more member(s) changed)' if len(problems) > 1 else ''}. Install a TRL release "
+            "the README lists as supported, or use GRPOTrainer, whose public hooks KGPS supports across releases."
+        )
 
 
 def is_async_trainer(trainer: Any) -> bool:
@@ -94,30 +165,6 @@ def is_async_trainer(trainer: Any) -> bool:
     return any(
         cls.__name__ == "AsyncGRPOTrainer" and cls.__module__.startswith("trl.") for cls in type(trainer).__mro__
     )
-
-
-def check() -> None:
-    """Raises `RuntimeError` naming the installed TRL and the first member that differs from a supported release."""
-    import trl
-
-    version = trl.__version__
-    expected = SUPPORTED.get(version)
-    if expected is None:
-        raise RuntimeError(
-            f"KGPSCallback drives AsyncGRPOTrainer through its private rollout loop, which it was checked on for TRL "
-            f"{', '.join(SUPPORTED)}; this is TRL {version}. Install a checked release "
-            f'(`pip install "trl=={max(SUPPORTED)}"`), or use GRPOTrainer, whose public hooks KGPS supports across '
-            "releases."
-        )
-    found = fingerprints()
-    changed = [path for path in _MEMBERS if found[path] != expected[path]]
-    if changed:
-        raise RuntimeError(
-            f"KGPSCallback drives AsyncGRPOTrainer through its private rollout loop, and in the installed TRL "
-            f"{version} `{changed[0]}` differs from the TRL {version} release it was checked on "
-            f"({len(changed)} member{'s' * (len(changed) > 1)} differ). Install the released TRL {version} "
-            f'(`pip install --force-reinstall "trl=={version}"`).'
-        )
 
 
 # The child process ---------------------------------------------------------------------------------------------------
@@ -224,9 +271,7 @@ def reward_funcs(worker: Any) -> list[Any]:
 
 def check_worker(worker: Any) -> None:
     """Raises `TypeError` unless `worker` is TRL's `AsyncRolloutWorker` (or a subclass), whose loop KGPS reads from."""
-    from trl.experimental.async_grpo.async_rollout_worker import AsyncRolloutWorker
-
-    if not isinstance(worker, AsyncRolloutWorker):
+    if not isinstance(worker, find("AsyncRolloutWorker")):
         raise TypeError(
             f"KGPS chooses prompts inside TRL's AsyncRolloutWorker, and this trainer's rollout_worker is a "
             f"{type(worker).__name__}. Pass no rollout_worker (TRL builds an AsyncRolloutWorker), or a subclass of "
@@ -246,9 +291,13 @@ def adopt(worker: Any, address: str, authkey: bytes) -> None:
     worker._loop_kwargs.update(kgps_address=address, kgps_authkey=authkey)
 
 
-if __name__ == "__main__":
-    import json
+def stop_after(worker: Any, stop: Any) -> None:
+    """Makes `worker.stop()` also call `stop()` once the worker has stopped (its loop may be waiting on KGPS until its
+    process ends)."""
+    stop_worker = worker.stop
 
-    import trl
+    def stop_then():
+        stop_worker()
+        stop()
 
-    print(json.dumps({trl.__version__: fingerprints()}, indent=4))
+    worker.stop = stop_then
