@@ -101,10 +101,9 @@ class WholePoolNumpy(KGPSSelector):
         x, w = np.polynomial.hermite.hermgauss(self.config.quadrature_points)
         scores = np.zeros_like(m)
         spread = np.sqrt(2 * P)
-        k = self.group_size
         for xj, wj in zip(x, w / np.sqrt(np.pi)):
             p = 1 / (1 + np.exp(-(m + spread * xj)))
-            scores += wj * (p * (1 - p) if self.config.objective == "variance" else 1 - p**k - (1 - p) ** k)
+            scores += wj * p * (1 - p)
         key = np.log(scores) / self.config.selection_temperature + self._rng.gumbel(size=m.size)
         top = np.argpartition(-key, batch_size)[:batch_size]
         return top[np.argsort(-key[top])]

@@ -8,10 +8,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 
-UTILITIES = ("posterior", "point")
 OBSERVATIONS = ("binomial", "logit")
-OBJECTIVES = ("mixed", "variance")
-SELECTIONS = ("sample", "top", "thompson")
+SELECTIONS = ("sample", "top")
 SEE_PRESETS = "use one of those (KGPSConfig() holds the measured default, KGPSConfig.paper() the paper's choices)"
 
 # What `KGPSConfig.paper()` sets: the paper's method, exactly as published (App. B and Algorithm 1).
@@ -19,13 +17,9 @@ PAPER = {
     "initial_variance": 1.0,
     "warmup_epochs": 1,
     "observation": "logit",
-    "objective": "variance",
     "selection": "top",
     "selection_temperature": 1.0,
     "candidates": 0.0,
-    "candidate_pass": False,
-    "process_noise_adaptation": 0.0,
-    "shared_drift": 0.0,
     "delta_norm_sample": 1.0,
     "feature_columns": None,
     "shared_variance": 0.0,
@@ -183,7 +177,7 @@ def check_fields(instance) -> None:
 @dataclass
 class KGPSConfig:
     r"""
-    Configuration of [`KGPSSelector`]: the measured default, the paper's method and their ablations.
+    Configuration of [`KGPSSelector`]: the measured default and the paper's method.
 
     `KGPSConfig()` is the default: the paper's filter and utility (`gamma=0.1`, a five-point Gauss–Hermite
     posterior-expected `p(1-p)`) with four modelling departures, each measured (docs/algorithm.md): no warmup epoch,
@@ -198,20 +192,21 @@ class KGPSConfig:
     Symbols, as in the paper:
 
     - process noise, added to every prompt's logit variance after each selection round:
-      \\(Q_t = \gamma \sum_{\text{steps}} \lVert \theta_s - \theta_{s-1} \rVert_2^{p}\\), with \\(p\\) =
-      `process_noise_power`, or \\(Q_t\\) = `fixed_process_noise` when that is set;
+      \\(Q_t = \gamma \sum_{\text{steps}} \lVert \theta_s - \theta_{s-1} \rVert_2\\);
     - prior of a prompt before its first observation, and after its warmup observation: variance
       \\(P_0\\) = `initial_variance`;
     - utility of a prompt: \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[\sigma(\psi)(1 - \sigma(\psi))]\\) by
-      `quadrature_points`-point Gauss–Hermite (`utility="posterior"`), or \\(\sigma(m)(1 - \sigma(m))\\)
-      (`utility="point"`).
+      `quadrature_points`-point Gauss–Hermite.
+
+    The variants measured and left out, and the paper's ablations, are fields of
+    `selectors.experimental.ExperimentalConfig`, for the benchmarks.
     """
 
     gamma: float = field(
         default=0.1,
         metadata={
-            "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 ** process_noise_power is "
-            "added to every prompt's logit variance after each policy update (paper App. B: 0.1).",
+            "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 is added to every prompt's "
+            "logit variance after each policy update (paper App. B: 0.1).",
             CHECK: Real(
                 minimum=0.0,
                 maximum=MAX_LOGIT_VARIANCE,  # the process noise of a unit update norm
@@ -254,22 +249,11 @@ class KGPSConfig:
             CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
-    objective: str = field(
-        default="variance",
-        metadata={
-            "help": "What a prompt's score is the posterior expectation of: 'variance' is the paper's p(1 - p); "
-            "'mixed' is the probability 1 - p^k - (1-p)^k that a group of k rollouts is mixed (GRPO learns only "
-            "from those).",
-            "choices": list(OBJECTIVES),
-            CHECK: OneOf(fix=SEE_PRESETS),
-        },
-    )
     selection: str = field(
         default="sample",
         metadata={
             "help": "How a batch is chosen from the scored candidates: 'sample' draws without replacement in "
-            "proportion to the scores; 'top' takes the best (the paper); 'thompson' draws one logit per candidate "
-            "from its belief and takes the best scores of those draws.",
+            "proportion to the scores; 'top' takes the best (the paper).",
             "choices": list(SELECTIONS),
             CHECK: OneOf(fix=SEE_PRESETS),
         },
@@ -286,7 +270,7 @@ class KGPSConfig:
         default=0.0,
         metadata={
             "help": "Candidates per batch, as a multiple of the batch size B: each batch is chosen among "
-            "ceil(candidates * B) prompts drawn at random (see candidate_pass), so that a round costs "
+            "ceil(candidates * B) prompts drawn at random, so that a round costs "
             "O(candidates * B) whatever the dataset's size. 0 (the default) chooses among all prompts every round, "
             "as the paper does; with selection='sample' that draw is exact and still costs O(B) on average.",
             CHECK: Real(
@@ -298,31 +282,6 @@ class KGPSConfig:
                     fix="use e.g. 16, or 0 to choose among all prompts",
                 ),
             ),
-        },
-    )
-    candidate_pass: bool = field(
-        default=False,
-        metadata={
-            "help": "Deal the candidates from seeded passes over the dataset, so that every prompt is a candidate "
-            "once a pass (coverage), instead of drawing them at random each round."
-        },
-    )
-    process_noise_adaptation: float = field(
-        default=0.0,
-        metadata={
-            "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
-            "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the filter's "
-            "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper).",
-            CHECK: Real(minimum=0.0, fix="use 0 to keep gamma fixed, or a small step size such as 0.05"),
-        },
-    )
-    shared_drift: float = field(
-        default=0.0,
-        metadata={
-            "help": "Share of each batch's mean surprise (posterior minus prior logit mean, averaged over its "
-            "prompts) added to every prompt's mean, so that prompts not seen for a while follow the policy's "
-            "overall progress. 0 is off (the paper).",
-            CHECK: Real(minimum=0.0, fix="use 0 (off) or a share such as 0.1"),
         },
     )
     feature_columns: list[str] | None = field(
@@ -373,52 +332,13 @@ class KGPSConfig:
             CHECK: Real(minimum=0.0, fix="use 0 to keep initial_variance, or a small step size such as 0.05"),
         },
     )
-    group_size: int | None = field(
-        default=None,
-        metadata={
-            "help": "k in the 'mixed' objective. Unset: the rollouts per prompt of the latest observation "
-            "(TRL's num_generations), 8 before the first.",
-            CHECK: Integer(minimum=1, optional=True, fix="use TRL's num_generations, or None"),
-        },
-    )
-    process_noise_power: float = field(
-        default=1.0,
-        metadata={
-            "help": "Power p of the parameter-update norm in Q = gamma * ||dtheta||^p. 1 is the method section and "
-            "Algorithm 1; 2 is the ablation table's gamma * ||dtheta||^2.",
-            CHECK: Real(minimum=0.0, strict=True, fix="use 1 (the paper's method) or 2 (its ablation table)"),
-        },
-    )
-    fixed_process_noise: float | None = field(
-        default=None,
-        metadata={
-            "help": "If set, Q takes this constant value every round, whatever the policy update was: the paper's "
-            "'fixed Q' ablation. Leave unset for the update-coupled Q.",
-            CHECK: Real(
-                minimum=0.0,
-                maximum=MAX_LOGIT_VARIANCE,
-                optional=True,
-                fix="use a non-negative logit variance per round, or None for the update-coupled Q",
-            ),
-        },
-    )
-    utility: str = field(
-        default="posterior",
-        metadata={
-            "help": "How a prompt is scored: 'posterior' is the posterior expectation of p(1-p) (the paper's "
-            "method); 'point' scores the posterior mean only, p(1-p) at p = sigmoid(m) (the paper's 'point "
-            "estimate' ablation).",
-            "choices": list(UTILITIES),
-            CHECK: OneOf(fix="Use 'posterior' (the paper's method) or 'point' (its point-estimate ablation)"),
-        },
-    )
     quadrature_points: int = field(
         default=5,
         metadata={
-            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5). Ignored when utility='point'.",
+            "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5).",
             CHECK: Integer(
                 minimum=2,
-                fix="use 5 (the paper) or more nodes; for a single evaluation at the mean set utility='point'",
+                fix="use 5 (the paper) or more nodes",
                 maximum=MAX_QUADRATURE_POINTS,
                 fix_above=f"use 5 (the paper) or a few more: numpy's Gauss-Hermite rule is tested up to "
                 f"{MAX_QUADRATURE_POINTS} nodes",
@@ -485,11 +405,11 @@ class KGPSConfig:
                     f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
                     "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
                 )
-        if self.shared_variance > 0 and (self.shared_drift > 0 or self.observation == "logit"):
+        if self.shared_variance > 0 and self.observation == "logit":
             raise ValueError(
-                "shared_variance > 0 (a factor shared across prompts) works with observation='binomial' and "
-                f"shared_drift=0, got observation={self.observation!r}, shared_drift={self.shared_drift!r}: the "
-                "shared factor already carries the pool's common drift. Set shared_variance=0 for those."
+                "shared_variance > 0 (a factor shared across prompts) works with observation='binomial', got "
+                "observation='logit', the paper's update of one prompt at a time. Set shared_variance=0 for it (as "
+                "KGPSConfig.paper() does)."
             )
 
     def __setattr__(self, name, value):

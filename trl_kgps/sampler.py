@@ -7,8 +7,12 @@ from torch.utils.data import Sampler
 
 from .engine.engine import SelectionEngine
 from .engine.protocol import PromptSelector
-from .engine.rounds import Rounds, check_batches
+from .engine.rounds import Rounds, check_batch_size, check_batches
 from .selectors import KGPSSelector
+
+
+# How `GRPOTrainer` and `RLOOTrainer` set the prompts of a generation batch, which this sampler draws.
+PROMPTS_PER_BATCH = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
 
 
 class KGPSRepeatSampler(Sampler[int]):
@@ -62,6 +66,7 @@ class KGPSRepeatSampler(Sampler[int]):
         seed: int = 0,
     ):
         num_prompts = len(data_source)
+        check_batch_size(batch_size, num_prompts, PROMPTS_PER_BATCH)
         if selector is None:
             selector = KGPSSelector(num_prompts)
         elif selector.num_prompts != num_prompts:

@@ -7,10 +7,13 @@ import pytest
 
 from trl_kgps import KGPSConfig
 from trl_kgps.config import CHECK, Gap, Integer, Interval, Names, OneOf, Real, check_fields
+from trl_kgps.selectors.experimental import EXPERIMENTAL_DEFAULTS, ExperimentalConfig, experimental
 
 
 def test_the_paper_preset_holds_the_papers_hyperparameters():
-    config = KGPSConfig.paper()
+    # A KGPSConfig runs the experimental fields at their defaults: the paper's method.
+    assert experimental(KGPSConfig.paper()) == ExperimentalConfig.paper()
+    config = ExperimentalConfig.paper()
     assert config.gamma == 0.1
     assert config.initial_variance == 1.0
     assert config.warmup_epochs == 1
@@ -95,8 +98,9 @@ def test_every_field_has_help_text():
     ],
 )
 def test_bad_values_name_the_field_the_value_and_a_fix(field, value):
+    config_class = ExperimentalConfig if field in EXPERIMENTAL_DEFAULTS else KGPSConfig
     with pytest.raises(ValueError, match=field) as error:
-        KGPSConfig(**{field: value})
+        config_class(**{field: value})
     assert repr(value) in str(error.value)
     assert any(word in str(error.value) for word in ("use", "Use")), str(error.value)
 
@@ -107,7 +111,7 @@ def test_bad_values_name_the_field_the_value_and_a_fix(field, value):
         (KGPSConfig, "gamma", 1e300),
         (KGPSConfig, "initial_variance", 1e39),
         (KGPSConfig, "shared_variance", 1e39),
-        (KGPSConfig, "fixed_process_noise", 1e39),
+        (ExperimentalConfig, "fixed_process_noise", 1e39),
         (KGPSConfig.paper, "gamma", 1e300),
         (KGPSConfig.paper, "initial_variance", 1e39),
     ],
@@ -121,11 +125,18 @@ def test_variances_past_what_float32_beliefs_hold_are_refused_with_the_range(pre
     preset(**{field: 1e12})  # the bound itself is accepted
 
 
-def test_ablations_are_valid_configs():
-    KGPSConfig(process_noise_power=2.0)
-    KGPSConfig(fixed_process_noise=0.01)
-    KGPSConfig(utility="point")
-    KGPSConfig(warmup_epochs=0)
+def test_a_config_holds_what_users_set_and_the_variants_left_out_are_experimental():
+    # KGPSConfig: the default's fields and the paper's preset, at most 18; no field that only a variant left out or
+    # one of the paper's ablations uses.
+    assert len(dataclasses.fields(KGPSConfig)) <= 18
+    assert not {f.name for f in dataclasses.fields(KGPSConfig)} & EXPERIMENTAL_DEFAULTS.keys()
+    for name, value in [("process_noise_power", 2.0), ("fixed_process_noise", 0.01), ("utility", "point")]:
+        with pytest.raises(TypeError, match=name):
+            KGPSConfig(**{name: value})
+        assert getattr(ExperimentalConfig(**{name: value}), name) == value
+    with pytest.raises(ValueError, match=r"selection must be one of \('sample', 'top'\), got 'thompson'"):
+        KGPSConfig(selection="thompson")
+    assert ExperimentalConfig(selection="thompson").selection == "thompson"
 
 
 def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
@@ -144,17 +155,17 @@ def test_parses_beside_grpo_config_with_trl_parser(tmp_path):
             "false",
             "--gamma",
             "0.2",
-            "--utility",
-            "point",
-            "--fixed_process_noise",
-            "0.05",
+            "--selection",
+            "top",
+            "--quadrature_points",
+            "7",
         ]
     )
-    assert (kgps.gamma, kgps.utility, kgps.fixed_process_noise) == (0.2, "point", 0.05)
+    assert (kgps.gamma, kgps.selection, kgps.quadrature_points) == (0.2, "top", 7)
     assert kgps.initial_variance == KGPSConfig().initial_variance
     assert grpo.output_dir == str(tmp_path)
     with pytest.raises(SystemExit):
-        parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--use_cpu", "--utility", "mean"])
+        parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), "--use_cpu", "--selection", "thompson"])
 
 
 def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
@@ -166,7 +177,12 @@ def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
     assert variant_config("uniform") is None and variant_config("kgps:") is None and variant_config("x:level") is None
 
 
-CHECKED = [f for f in dataclasses.fields(KGPSConfig) if CHECK in f.metadata]
+# Every declared check: KGPSConfig's, and those ExperimentalConfig adds or redeclares (`selection`).
+CHECKED = [(KGPSConfig, f) for f in dataclasses.fields(KGPSConfig) if CHECK in f.metadata] + [
+    (ExperimentalConfig, f)
+    for f in dataclasses.fields(ExperimentalConfig)
+    if CHECK in f.metadata and (f.name in EXPERIMENTAL_DEFAULTS or f.name == "selection")
+]
 
 
 def _bounds(span):
@@ -209,26 +225,28 @@ def chain(check):
 
 
 @pytest.mark.parametrize(
-    "field, value, requirement, fix",
+    "config_class, field, value, requirement, fix",
     [
-        (f.name, value, requirement, check.fix)
-        for f in CHECKED
+        (config_class, f.name, value, requirement, check.fix)
+        for config_class, f in CHECKED
         for check in chain(f.metadata[CHECK])
         for value, requirement in refused(check, f.metadata)
     ],
 )
-def test_every_declared_check_refuses_a_value_outside_it_by_name_value_and_fix(field, value, requirement, fix):
+def test_every_declared_check_refuses_a_value_outside_it_by_name_value_and_fix(
+    config_class, field, value, requirement, fix
+):
     with pytest.raises(ValueError) as error:
-        KGPSConfig(**{field: value})
+        config_class(**{field: value})
     message = str(error.value)
     assert message.startswith(f"{field} must {requirement}"), message
     assert f", got {value!r}" in message and message.endswith(f"{fix}."), message
 
 
 def test_every_field_but_a_flag_declares_what_it_accepts():
-    unchecked = {f.name for f in dataclasses.fields(KGPSConfig)} - {f.name for f in CHECKED}
+    unchecked = {f.name for f in dataclasses.fields(ExperimentalConfig)} - {f.name for _, f in CHECKED}
     assert unchecked == {"candidate_pass", "restart_on_missing_state"}
-    for f in dataclasses.fields(KGPSConfig):
+    for f in dataclasses.fields(ExperimentalConfig):
         if "choices" in f.metadata:
             assert isinstance(f.metadata[CHECK], OneOf), f.name
         # None, where it is the default, stays accepted; elsewhere it is refused (above).
@@ -248,9 +266,9 @@ def kept_in(check):
 
 
 def test_the_bounds_a_check_keeps_in_are_accepted():
-    for f in CHECKED:
+    for config_class, f in CHECKED:
         for value in kept_in(f.metadata[CHECK]):
-            assert getattr(KGPSConfig(**{f.name: value}), f.name) == value, (f.name, value)
+            assert getattr(config_class(**{f.name: value}), f.name) == value, (f.name, value)
 
 
 def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
@@ -284,14 +302,9 @@ def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
     "kwargs, message",
     [
         (
-            {"utility": "mean"},
-            "utility must be one of ('posterior', 'point'), got 'mean'. Use 'posterior' (the paper's method) or "
-            "'point' (its point-estimate ablation).",
-        ),
-        (
             {"selection": "greedy"},
-            "selection must be one of ('sample', 'top', 'thompson'), got 'greedy': use one of those (KGPSConfig() holds "
-            "the measured default, KGPSConfig.paper() the paper's choices).",
+            "selection must be one of ('sample', 'top'), got 'greedy': use one of those (KGPSConfig() holds the "
+            "measured default, KGPSConfig.paper() the paper's choices).",
         ),
         (
             {"initial_variance": 0},
@@ -300,8 +313,7 @@ def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
         ),
         (
             {"quadrature_points": 1},
-            "quadrature_points must be an integer >= 2, got 1: use 5 (the paper) or more nodes; for a single evaluation "
-            "at the mean set utility='point'.",
+            "quadrature_points must be an integer >= 2, got 1: use 5 (the paper) or more nodes.",
         ),
         (
             {"success_threshold": math.inf},
@@ -345,7 +357,7 @@ def test_quirks_the_hand_written_checks_accepted_stay_accepted():
     assert KGPSConfig(delta_norm_sample=True).delta_norm_sample is True
     assert KGPSConfig(shared_noise_share=False).shared_noise_share is False
     with pytest.raises(ValueError, match="candidate_pass must be True or False, got 'yes'"):
-        KGPSConfig(candidate_pass="yes")
+        ExperimentalConfig(candidate_pass="yes")
     assert KGPSConfig(feature_columns=["level"]).feature_columns == ["level"]
 
 
@@ -353,10 +365,11 @@ def test_a_check_in_the_metadata_is_a_plain_store_action_to_argparse():
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(KGPSConfig)
-    for f in CHECKED:
-        action = parser._option_string_actions[f"--{f.name}"]
-        assert type(action) is argparse._StoreAction and action.help == f.metadata["help"], f.name
-    (config,) = parser.parse_args_into_dataclasses(["--feature_columns", "level", "type", "--group_size", "4"])
-    assert (config.feature_columns, config.group_size) == (["level", "type"], 4)
+    for config_class, f in CHECKED:
+        if config_class is KGPSConfig:
+            action = parser._option_string_actions[f"--{f.name}"]
+            assert type(action) is argparse._StoreAction and action.help == f.metadata["help"], f.name
+    (config,) = parser.parse_args_into_dataclasses(["--feature_columns", "level", "type", "--quadrature_points", "4"])
+    assert (config.feature_columns, config.quadrature_points) == (["level", "type"], 4)
     (config,) = parser.parse_args_into_dataclasses([])  # unset: KGPS finds the metadata columns
     assert config.feature_columns is None

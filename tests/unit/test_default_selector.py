@@ -12,6 +12,7 @@ from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.selectors._binomial import posterior_moments, predictive_moments
 from trl_kgps.selectors._draw import CandidatePass, draw, random_candidates, whole_pool_draw
 from trl_kgps.selectors._utility import expected_mixed_group_probability, mixed_group_probability
+from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_adaptive_process_noise_grows_when_prompts_drift_faster_than_predicted_a
     def final_gamma(step_size):
         rng = np.random.default_rng(1)
         N, B = 400, 40
-        selector = KGPSSelector(N, KGPSConfig(process_noise_adaptation=0.05, gamma=0.1, candidates=0), seed=0)
+        selector = KGPSSelector(N, ExperimentalConfig(process_noise_adaptation=0.05, gamma=0.1, candidates=0), seed=0)
         psi = rng.normal(0, 1, N)
         for _ in range(300):
             batch = selector.select(B)
@@ -223,7 +224,7 @@ def test_a_candidate_pass_deals_every_prompt_once_then_starts_another():
 @pytest.mark.parametrize("candidates, candidate_pass", [(0.0, False), (4.0, False), (4.0, True)])
 def test_every_rule_returns_distinct_selectable_prompts_and_resumes_bit_for_bit(selection, candidates, candidate_pass):
     rng = np.random.default_rng(5)
-    config = KGPSConfig(selection=selection, candidates=candidates, candidate_pass=candidate_pass)
+    config = ExperimentalConfig(selection=selection, candidates=candidates, candidate_pass=candidate_pass)
     selector = KGPSSelector(300, config, seed=1)
     restored = None
 
@@ -252,7 +253,7 @@ def test_group_size_follows_the_observations_unless_configured():
     assert selector.group_size == 8
     selector.update([0, 1], [3, 4], [16, 16])
     assert selector.group_size == 16
-    assert KGPSSelector(5, KGPSConfig(group_size=4)).group_size == 4
+    assert KGPSSelector(5, ExperimentalConfig(group_size=4)).group_size == 4
 
 
 def test_recent_batches_match_a_brute_force_count_over_the_window():
@@ -270,7 +271,7 @@ def test_recent_batches_match_a_brute_force_count_over_the_window():
 
 
 def test_a_state_with_a_bad_drift_is_refused_and_leaves_the_selector_unchanged():
-    selector = KGPSSelector(10, KGPSConfig(shared_drift=0.1, shared_variance=0.0), seed=3)
+    selector = KGPSSelector(10, ExperimentalConfig(shared_drift=0.1, shared_variance=0.0), seed=3)
     selector.update([0, 1], [8, 0], [8, 8])
     before = selector.state_dict()
     bad = {**before, "mean": np.full(10, 1.5, dtype=np.float32), "drift": float("nan")}

@@ -14,9 +14,11 @@ from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table, load_selector
 from trl_kgps.engine import state_file
 from trl_kgps.sampler import KGPSRepeatSampler
 from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector
+from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
-FLAGS = ("candidate_pass", "restart_on_missing_state")
+# Each flag with the config class that holds it.
+FLAGS = (("candidate_pass", ExperimentalConfig), ("restart_on_missing_state", KGPSConfig))
 
 
 # An assignment after construction
@@ -28,9 +30,9 @@ FLAGS = ("candidate_pass", "restart_on_missing_state")
         ("gamma", -5.0, r"^gamma must be a finite number >= 0.0 and <= 1e\+12, got -5.0: use"),
         ("initial_variance", 0.0, r"^initial_variance must be a finite number > 0.0"),
         ("quadrature_points", 1, r"^quadrature_points must be an integer >= 2, got 1"),
-        ("selection", "greedy", r"^selection must be one of \('sample', 'top', 'thompson'\), got 'greedy'"),
+        ("selection", "greedy", r"^selection must be one of \('sample', 'top'\), got 'greedy'"),
         ("feature_columns", ["level", "level"], r"^feature_columns must be distinct column names"),
-        ("candidate_pass", "yes", r"^candidate_pass must be True or False, got 'yes'"),
+        ("restart_on_missing_state", "yes", r"^restart_on_missing_state must be True or False, got 'yes'"),
     ],
 )
 def test_an_assigned_field_is_checked_as_at_construction_and_keeps_its_value(field, value, message):
@@ -58,12 +60,13 @@ def test_an_assigned_field_is_checked_as_at_construction_and_keeps_its_value(fie
             r"feature_columns=\['level'\] needs shared_variance > 0 \(it is 0\)",
         ),
         ({}, "observation", "logit", r"observation='logit'.*Set shared_variance=0"),
-        ({}, "shared_drift", 0.1, r"shared_drift=0.1.*Set shared_variance=0"),
+        ({"experimental": True}, "shared_drift", 0.1, r"shared_drift=0.1.*Set shared_variance=0"),
         (KGPSConfig.paper().__dict__, "shared_variance", 1.0, r"observation='logit'.*Set shared_variance=0"),
     ],
 )
 def test_an_assignment_is_checked_against_the_other_fields(start, field, value, message):
-    config = KGPSConfig(**start)
+    start = dict(start)
+    config = (ExperimentalConfig if start.pop("experimental", False) else KGPSConfig)(**start)
     before = dataclasses.asdict(config)
     with pytest.raises(ValueError, match=message):
         setattr(config, field, value)
@@ -76,13 +79,13 @@ def test_an_accepted_assignment_is_normalised_as_at_construction():
     assert config.feature_columns == ["level"]
     config.feature_columns = ("level", "type")
     assert config.feature_columns == ["level", "type"]
-    config.gamma, config.quadrature_points, config.candidate_pass = 0.2, 7, np.bool_(True)
-    assert (config.gamma, config.quadrature_points) == (0.2, 7) and config.candidate_pass is True
+    config.gamma, config.quadrature_points, config.restart_on_missing_state = 0.2, 7, np.bool_(True)
+    assert (config.gamma, config.quadrature_points) == (0.2, 7) and config.restart_on_missing_state is True
     config.feature_columns = None
     config.shared_variance = 0.0  # one step at a time, each valid
     config.observation = "logit"
     assert config == KGPSConfig(
-        shared_variance=0.0, observation="logit", gamma=0.2, quadrature_points=7, candidate_pass=True
+        shared_variance=0.0, observation="logit", gamma=0.2, quadrature_points=7, restart_on_missing_state=True
     )
     config.note = "not a field"  # other attributes are not fields: set as before
     assert config.note == "not a field"
@@ -121,25 +124,25 @@ def test_quadrature_points_past_what_hermgauss_holds_are_refused_with_the_bound(
 # The flags
 
 
-@pytest.mark.parametrize("flag", FLAGS)
+@pytest.mark.parametrize("flag, config_class", FLAGS)
 @pytest.mark.parametrize("value", ["yes", "False", 1, 0, None, 1.0])
-def test_a_flag_accepts_only_a_bool(flag, value):
+def test_a_flag_accepts_only_a_bool(flag, config_class, value):
     message = rf"^{flag} must be True or False, got {re.escape(repr(value))}: use"
     with pytest.raises(ValueError, match=message):
-        KGPSConfig(**{flag: value})
-    config = KGPSConfig()
+        config_class(**{flag: value})
+    config = config_class()
     with pytest.raises(ValueError, match=message):
         setattr(config, flag, value)
     assert getattr(config, flag) is False
 
 
-@pytest.mark.parametrize("flag", FLAGS)
-def test_a_flag_takes_a_bool_or_a_numpy_bool_and_parses_from_the_command_line(flag):
-    assert getattr(KGPSConfig(**{flag: True}), flag) is True
-    assert getattr(KGPSConfig(**{flag: np.bool_(True)}), flag) is True  # as a plain bool
+@pytest.mark.parametrize("flag, config_class", FLAGS)
+def test_a_flag_takes_a_bool_or_a_numpy_bool_and_parses_from_the_command_line(flag, config_class):
+    assert getattr(config_class(**{flag: True}), flag) is True
+    assert getattr(config_class(**{flag: np.bool_(True)}), flag) is True  # as a plain bool
     from transformers import HfArgumentParser
 
-    parser = HfArgumentParser(KGPSConfig)
+    parser = HfArgumentParser(config_class)
     for argv, expected in (([f"--{flag}"], True), ([f"--{flag}", "false"], False), ([], False)):
         (config,) = parser.parse_args_into_dataclasses(argv)
         assert getattr(config, flag) is expected, argv

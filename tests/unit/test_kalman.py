@@ -7,6 +7,7 @@ import pytest
 from reference import ScalarKGPS
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
 def test_one_update_from_a_known_prior_by_hand():
@@ -58,10 +59,10 @@ def test_variance_grows_by_q_without_observations():
 
 def test_process_noise_variants():
     assert KGPSSelector(1, KGPSConfig.paper(gamma=0.2)).process_noise(3.0) == pytest.approx(0.6)
-    assert KGPSSelector(1, KGPSConfig.paper(gamma=0.2, process_noise_power=2)).process_noise(
+    assert KGPSSelector(1, ExperimentalConfig.paper(gamma=0.2, process_noise_power=2)).process_noise(
         [1.0, 2.0]
     ) == pytest.approx(1.0)
-    assert KGPSSelector(1, KGPSConfig.paper(fixed_process_noise=0.03)).process_noise([5.0, 7.0]) == 0.03
+    assert KGPSSelector(1, ExperimentalConfig.paper(fixed_process_noise=0.03)).process_noise([5.0, 7.0]) == 0.03
 
 
 def test_zero_trials_leave_a_prompt_unchanged():
@@ -104,10 +105,10 @@ def test_initialize_resets_the_variance_after_predictions():
     [
         (KGPSConfig.paper(), {}),
         (
-            KGPSConfig.paper(gamma=0.5, initial_variance=2.0, process_noise_power=2.0),
+            ExperimentalConfig.paper(gamma=0.5, initial_variance=2.0, process_noise_power=2.0),
             dict(gamma=0.5, initial_variance=2.0, power=2.0),
         ),
-        (KGPSConfig.paper(fixed_process_noise=0.07), dict(fixed_q=0.07)),
+        (ExperimentalConfig.paper(fixed_process_noise=0.07), dict(fixed_q=0.07)),
     ],
 )
 def test_vectorised_filter_matches_a_scalar_loop(config, scalar_kwargs, rng):

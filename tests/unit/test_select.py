@@ -5,6 +5,7 @@ import pytest
 from scipy import stats
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
 def warmed_up(N, rng, config=None, seed=0, k=8):
@@ -40,7 +41,7 @@ def run_rounds(selector, rng, rounds, batch_size=16, lag=1, norm_scale=0.3):
 
 
 @pytest.mark.parametrize(
-    "config", [KGPSConfig.paper(), KGPSConfig.paper(utility="point"), KGPSConfig.paper(gamma=0.0)]
+    "config", [KGPSConfig.paper(), ExperimentalConfig.paper(utility="point"), KGPSConfig.paper(gamma=0.0)]
 )
 @pytest.mark.parametrize("lag", [0, 1, 2])
 def test_every_round_is_an_exact_top_b(config, lag, rng):
@@ -57,7 +58,7 @@ def test_every_round_is_an_exact_top_b(config, lag, rng):
             selector.update(done, rng.binomial(8, 0.5, done.size), np.full(done.size, 8))
 
 
-@pytest.mark.parametrize("config", [KGPSConfig.paper(), KGPSConfig.paper(utility="point")])
+@pytest.mark.parametrize("config", [KGPSConfig.paper(), ExperimentalConfig.paper(utility="point")])
 def test_incremental_ranking_returns_what_rescoring_everything_returns(config, rng):
     """
     A selector whose cached bounds are dropped every round (by a state round trip) selects identically. Confident

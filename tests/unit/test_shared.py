@@ -86,7 +86,7 @@ def test_ten_thousand_distinct_values_are_refused_at_once_with_the_fix():
     assert peak < 10e6
     message = str(refused.value)
     assert message.startswith("feature columns with 10,000 distinct values in all ('id' 10,000): KGPS shares across ")
-    assert "give an embedding column" in message and "leave feature_columns unset" in message
+    assert "give an embedding column" in message and "set feature_columns=[]" in message
 
 
 def test_a_level_s_unobserved_prompts_follow_its_observed_ones():

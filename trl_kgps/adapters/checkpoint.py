@@ -15,6 +15,7 @@ from ..config import KGPSConfig
 from ..engine import state_file
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
+from ..selectors.experimental import EXPERIMENTAL_DEFAULTS, experimental
 
 
 logger = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def _does_not_fit(path: str, error: Exception) -> ValueError:
 def _method(config: KGPSConfig) -> dict[str, Any]:
     """The fields of a selector's config that make its method. A selector's `feature_columns` of `None` reads no
     column, as `[]` does (the columns to find were found before it was built)."""
-    fields = dataclasses.asdict(config)
+    fields = dataclasses.asdict(experimental(config))
     fields["feature_columns"] = fields["feature_columns"] or []
     return {name: value for name, value in fields.items() if name not in RESUMABLE_FIELDS}
 
@@ -131,12 +132,14 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
     differ = sorted(name for name in current if saved.get(name) != current[name])
     if differ:
         changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
-        passed = dataclasses.asdict(config)  # as the user set it: `None` there asks KGPS to find the columns
-        settings = ", ".join(f"{name}={value!r}" for name, value in saved.items() if passed.get(name) != value)
+        passed = dataclasses.asdict(experimental(config))  # as the user set it: `None` asks KGPS to find columns
+        settings = {name: value for name, value in saved.items() if passed[name] != value}
+        kind = "ExperimentalConfig" if settings.keys() & EXPERIMENTAL_DEFAULTS else "KGPSConfig"
+        settings = f"{kind}({', '.join(f'{name}={value!r}' for name, value in settings.items())})"
         hint = {
             1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
             "method was the paper's",
             2: "pass KGPSCallback(KGPSConfig.per_prompt()): its state version 2 was written by trl-kgps 0.2, whose "
             "default was that per-prompt filter",
-        }.get(state.get("version"), f"pass KGPSCallback(KGPSConfig({settings})), the config it was saved with")
+        }.get(state.get("version"), f"pass KGPSCallback({settings}), the config it was saved with")
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

@@ -24,8 +24,7 @@ from ..config import KGPSConfig
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
-from ..engine.rounds import check_batch_size
-from ..sampler import KGPSRepeatSampler
+from ..sampler import PROMPTS_PER_BATCH, KGPSRepeatSampler
 from . import trl_private
 from .binding import Binding
 from .distributed import check_ranks_agree, fingerprint, gather_indices
@@ -55,7 +54,7 @@ class GRPOBinding(Binding):
         sampler (`KGPSRepeatSampler` or `None`): the sampler the trainer's data loader draws from.
     """
 
-    BATCH_FORMULA = "per_device_train_batch_size x processes x steps_per_generation / num_generations"
+    BATCH_FORMULA = PROMPTS_PER_BATCH
 
     def __init__(
         self, trainer: Trainer, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
@@ -117,7 +116,6 @@ class GRPOBinding(Binding):
         if self.selector is None or isinstance(self.selector, str):
             self.selector = self.build_selector(dataset, trl_private.column_readers(trainer))
         batch_size, G, repeat_count = trl_private.generation_layout(trainer)
-        check_batch_size(batch_size, len(dataset), self.BATCH_FORMULA)
         self.sampler = KGPSRepeatSampler(
             dataset,
             mini_repeat_count=G,

@@ -44,6 +44,7 @@ from ..adapters.report import group_success, last_metrics, reported_metrics
 from ..callback import KGPSCallback
 from ..config import KGPSConfig
 from ..engine.rounds import check_batch_size
+from ..sampler import PROMPTS_PER_BATCH
 from ..script_args import SelectorArguments
 from ..tasks import arithmetic, tiny
 from ..tasks.evaluation import success_rates
@@ -247,7 +248,9 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
         kgps_args = dataclasses.replace(kgps_args, feature_columns=["level"])
     # What the trainer would refuse once the model is built and warmed up, refused now: the dataset's size against a
     # generation batch, and the columns KGPS reads.
-    check_batch_size(training_args.generation_batch_size // training_args.num_generations, len(train_dataset))
+    check_batch_size(
+        training_args.generation_batch_size // training_args.num_generations, len(train_dataset), PROMPTS_PER_BATCH
+    )
     selector = selector_for(script_args.selector, train_dataset, kgps_args, training_args.seed)
 
     model, tokenizer = _policy(script_args, model_args, training_args.seed)

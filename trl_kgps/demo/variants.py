@@ -7,6 +7,7 @@ added to the paper alone or taken away from that default, and the candidates tha
 import dataclasses
 
 from ..config import PAPER, KGPSConfig
+from ..selectors.experimental import EXPERIMENTAL_DEFAULTS, ExperimentalConfig
 
 
 # Each departure of the per-prompt default from the paper, as the KGPSConfig fields it sets (the paper's values are
@@ -52,6 +53,14 @@ SHARED_ALTERNATIVES = {
 }
 
 
+def _config(preset: str, **fields) -> KGPSConfig:
+    """`KGPSConfig`'s `preset` ("default", "paper", "per_prompt") with `fields` set: an `ExperimentalConfig` when one
+    of them is a variant left out or an ablation (or Thompson sampling)."""
+    experimental = fields.keys() & EXPERIMENTAL_DEFAULTS or fields.get("selection") == "thompson"
+    cls = ExperimentalConfig if experimental else KGPSConfig
+    return cls(**fields) if preset == "default" else getattr(cls, preset)(**fields)
+
+
 def _per_prompt_values(fields: tuple[str, ...]) -> dict:
     per_prompt = KGPSConfig.per_prompt()
     return {name: getattr(per_prompt, name) for name in fields}
@@ -62,11 +71,11 @@ VARIANTS: dict[str, KGPSConfig] = {
     "kgps_per_prompt": KGPSConfig.per_prompt(),
     "kgps_paper": KGPSConfig.paper(),
     # The paper's ablations: the utility at the mean only, and a constant process noise (its usual size here).
-    "kgps_point": KGPSConfig.paper(utility="point"),
-    "kgps_fixed_q": KGPSConfig.paper(fixed_process_noise=0.005),
+    "kgps_point": _config("paper", utility="point"),
+    "kgps_fixed_q": _config("paper", fixed_process_noise=0.005),
     **{f"paper+{name}": KGPSConfig.paper(**_per_prompt_values(fields)) for name, fields in DEPARTURES.items()},
     **{
-        f"paper+{name}": KGPSConfig.paper(**fields)
+        f"paper+{name}": _config("paper", **fields)
         for name, fields in ALTERNATIVES.items()
         if name not in ("proportional", "candidate_pass")  # settings of the default's draw, meaningless without it
     },
@@ -74,8 +83,8 @@ VARIANTS: dict[str, KGPSConfig] = {
         f"per_prompt-{name}": KGPSConfig.per_prompt(**{f: PAPER[f] for f in fields})
         for name, fields in DEPARTURES.items()
     },
-    **{f"per_prompt+{name}": KGPSConfig.per_prompt(**fields) for name, fields in ALTERNATIVES.items()},
-    **{f"kgps+{name}": KGPSConfig(**fields) for name, fields in SHARED_ALTERNATIVES.items()},
+    **{f"per_prompt+{name}": _config("per_prompt", **fields) for name, fields in ALTERNATIVES.items()},
+    **{f"kgps+{name}": _config("default", **fields) for name, fields in SHARED_ALTERNATIVES.items()},
 }
 
 

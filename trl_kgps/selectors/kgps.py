@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_LOGIT_VARIANCE, KGPSConfig
+from ..config import MAX_LOGIT_VARIANCE, PAPER, KGPSConfig
 from ._checks import (
     as_batch_size,
     as_delta_norms,
@@ -25,6 +25,7 @@ from ._draw import CandidatePass, draw, random_candidates, whole_pool_draw
 from ._ranking import UtilityRanking
 from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
 from .base import FromPretrainedMixin
+from .experimental import ExperimentalConfig, config_from_fields, experimental
 from .per_prompt import PerPromptFilter, sigmoid
 from .shared import SharedFactor, design
 from .shared_filter import SharedFilter
@@ -107,6 +108,7 @@ class KGPSSelector(FromPretrainedMixin):
             config = KGPSConfig()
         elif not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
+        self._variant = experimental(config)  # the experimental fields, at their defaults for a KGPSConfig
         self._features_given = features is not None
         if features is not None and config.shared_variance == 0:
             raise ValueError(
@@ -124,13 +126,13 @@ class KGPSSelector(FromPretrainedMixin):
             )
         else:
             self._filter = PerPromptFilter(
-                num_prompts, config.initial_variance, config.observation, config.shared_drift
+                num_prompts, config.initial_variance, config.observation, self._variant.shared_drift
             )
         self.num_prompts = num_prompts
         self.config = config
         self.seed = seed
         self._rng = np.random.Generator(np.random.PCG64(seed))
-        points = config.quadrature_points if config.utility == "posterior" else None
+        points = config.quadrature_points if self._variant.utility == "posterior" else None
         self._points = points
         self._utility = Utility(points)
         self._ranking = UtilityRanking(self._utility)
@@ -206,11 +208,11 @@ class KGPSSelector(FromPretrainedMixin):
 
     def process_noise(self, delta_norm: float | ArrayLike) -> float:
         r"""\\(Q\\) for the given update norm(s), without applying it."""
-        if self.config.fixed_process_noise is not None:
+        if self._variant.fixed_process_noise is not None:
             as_delta_norms(delta_norm)
-            return float(self.config.fixed_process_noise)
+            return float(self._variant.fixed_process_noise)
         norms = as_delta_norms(delta_norm)
-        return float(self.config.gamma * self._gamma_scale * np.sum(norms**self.config.process_noise_power))
+        return float(self.config.gamma * self._gamma_scale * np.sum(norms**self._variant.process_noise_power))
 
     @property
     def gamma(self) -> float:
@@ -220,7 +222,7 @@ class KGPSSelector(FromPretrainedMixin):
     @property
     def group_size(self) -> int:
         """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
-        return self.config.group_size or self._group_size_seen
+        return self._variant.group_size or self._group_size_seen
 
     def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
@@ -253,8 +255,8 @@ class KGPSSelector(FromPretrainedMixin):
         """What an update of the filter tells the selector: `last_nis`, the group size, gamma's calibration."""
         self.last_nis = float(np.mean(nis))
         self._group_size_seen = int(k.max())
-        if self.config.process_noise_adaptation > 0:
-            step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
+        if self._variant.process_noise_adaptation > 0:
+            step = self._variant.process_noise_adaptation * (self.last_nis - 1.0)
             self._gamma_scale = float(
                 np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE)
             )
@@ -285,14 +287,14 @@ class KGPSSelector(FromPretrainedMixin):
         """
         return (
             isinstance(self._filter, PerPromptFilter)
-            and self.config.objective == "variance"
-            and self.config.shared_drift == 0
+            and self._variant.objective == "variance"
+            and self._variant.shared_drift == 0
         )
 
     def _score(self, indices: np.ndarray) -> np.ndarray:
         """The objective's posterior expectation for `indices` (float64 of shape `(n,)`)."""
         m, P = self._filter.utility_moments(indices)
-        if self.config.objective == "variance":
+        if self._variant.objective == "variance":
             return self._utility(m, P.astype(np.float32)).astype(np.float64)
         return expected_mixed_group_probability(m, P, self.group_size, self._points)
 
@@ -300,7 +302,7 @@ class KGPSSelector(FromPretrainedMixin):
         r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
         m, P = self._filter.moments(indices)
         psi = m + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
-        if self.config.objective == "variance":
+        if self._variant.objective == "variance":
             return 1.0 / (2.0 + 2.0 * np.cosh(psi))
         return mixed_group_probability(psi, self.group_size)
 
@@ -322,7 +324,7 @@ class KGPSSelector(FromPretrainedMixin):
         """
         excluded = np.unique(as_index_array("exclude", [] if exclude is None else exclude, self.num_prompts))
         batch_size = as_batch_size(batch_size, self.num_prompts - excluded.size)
-        config = self.config
+        config = self._variant
         if config.selection == "top" and config.candidates == 0 and self._uses_ranking:
             f = self._filter
             return self._ranking.select(f.m, f.P, f.c, batch_size, excluded, self._rng)
@@ -380,6 +382,7 @@ class KGPSSelector(FromPretrainedMixin):
             "last_nis": self.last_nis,
             **beliefs,
             "config": dataclasses.asdict(self.config),
+            "config_class": type(self.config).__name__,
             "seed": self.seed,
         }
 
@@ -440,12 +443,16 @@ class KGPSSelector(FromPretrainedMixin):
         saved = state["config"]
         # A version-1 state was saved by the paper's selector, before the fields it lacks existed; a version-2 state
         # by a per-prompt filter, before the shared factor existed.
-        if state.get("version") == 1:
-            config = KGPSConfig.paper(**saved)
+        # States of trl-kgps up to 0.3.0.dev record every field of ExperimentalConfig and no class: at their
+        # defaults, a KGPSConfig.
+        if state.get("config_class") == ExperimentalConfig.__name__:
+            config = ExperimentalConfig(**saved)
+        elif state.get("version") == 1:
+            config = config_from_fields({**PAPER, **saved})
         elif state.get("version") == 2:
-            config = KGPSConfig(**{"shared_variance": 0.0, **saved})
+            config = config_from_fields({"shared_variance": 0.0, **saved})
         else:
-            config = KGPSConfig(**saved)
+            config = config_from_fields(saved)
         return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
 
     def __repr__(self) -> str:

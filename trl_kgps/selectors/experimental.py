@@ -1,0 +1,149 @@
+"""
+Not a supported API: the KGPS variants measured and left out of `KGPSConfig`, and the paper's ablations, as fields of
+`ExperimentalConfig`, a `KGPSConfig` with more fields. The benchmarks' named variants (`demo/variants.py`) and the
+paper's ablation table use it; `KGPSSelector` runs either config, and reads each field below at its default for a
+plain `KGPSConfig`. Every result for these variants is in benchmarks/RECORD.md: none beat the default.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..config import CHECK, MAX_LOGIT_VARIANCE, SEE_PRESETS, Integer, KGPSConfig, OneOf, Real
+
+
+OBJECTIVES = ("mixed", "variance")
+UTILITIES = ("posterior", "point")
+# `selection` of a plain KGPSConfig, and Thompson sampling.
+SELECTIONS = ("sample", "top", "thompson")
+
+
+@dataclass
+class ExperimentalConfig(KGPSConfig):
+    r"""
+    `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
+    by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
+    (`candidate_pass`), gamma calibrated online (`process_noise_adaptation`), the pool's mean surprise added to every
+    prompt (`shared_drift`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma
+    \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a fixed \\(Q\\) (`fixed_process_noise`) and the utility at the
+    mean (`utility="point"`). `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
+    """
+
+    selection: str = field(
+        default="sample",
+        metadata={
+            "help": "How a batch is chosen from the scored candidates: 'sample' draws without replacement in "
+            "proportion to the scores; 'top' takes the best (the paper); 'thompson' draws one logit per candidate "
+            "from its belief and takes the best scores of those draws.",
+            "choices": list(SELECTIONS),
+            CHECK: OneOf(fix=SEE_PRESETS),
+        },
+    )
+
+    objective: str = field(
+        default="variance",
+        metadata={
+            "help": "What a prompt's score is the posterior expectation of: 'variance' is the paper's p(1 - p); "
+            "'mixed' is the probability 1 - p^k - (1-p)^k that a group of k rollouts is mixed (GRPO learns only "
+            "from those).",
+            "choices": list(OBJECTIVES),
+            CHECK: OneOf(fix=SEE_PRESETS),
+        },
+    )
+    group_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "k in the 'mixed' objective. Unset: the rollouts per prompt of the latest observation "
+            "(TRL's num_generations), 8 before the first.",
+            CHECK: Integer(minimum=1, optional=True, fix="use TRL's num_generations, or None"),
+        },
+    )
+    candidate_pass: bool = field(
+        default=False,
+        metadata={
+            "help": "Deal the candidates from seeded passes over the dataset, so that every prompt is a candidate "
+            "once a pass (coverage), instead of drawing them at random each round."
+        },
+    )
+    process_noise_adaptation: float = field(
+        default=0.0,
+        metadata={
+            "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
+            "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the filter's "
+            "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper).",
+            CHECK: Real(minimum=0.0, fix="use 0 to keep gamma fixed, or a small step size such as 0.05"),
+        },
+    )
+    shared_drift: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of each batch's mean surprise (posterior minus prior logit mean, averaged over its "
+            "prompts) added to every prompt's mean, so that prompts not seen for a while follow the policy's "
+            "overall progress. 0 is off (the paper).",
+            CHECK: Real(minimum=0.0, fix="use 0 (off) or a share such as 0.1"),
+        },
+    )
+    process_noise_power: float = field(
+        default=1.0,
+        metadata={
+            "help": "Power p of the parameter-update norm in Q = gamma * ||dtheta||^p. 1 is the method section and "
+            "Algorithm 1; 2 is the ablation table's gamma * ||dtheta||^2.",
+            CHECK: Real(minimum=0.0, strict=True, fix="use 1 (the paper's method) or 2 (its ablation table)"),
+        },
+    )
+    fixed_process_noise: float | None = field(
+        default=None,
+        metadata={
+            "help": "If set, Q takes this constant value every round, whatever the policy update was: the paper's "
+            "'fixed Q' ablation. Leave unset for the update-coupled Q.",
+            CHECK: Real(
+                minimum=0.0,
+                maximum=MAX_LOGIT_VARIANCE,
+                optional=True,
+                fix="use a non-negative logit variance per round, or None for the update-coupled Q",
+            ),
+        },
+    )
+    utility: str = field(
+        default="posterior",
+        metadata={
+            "help": "How a prompt is scored: 'posterior' is the posterior expectation of p(1-p) (the paper's "
+            "method); 'point' scores the posterior mean only, p(1-p) at p = sigmoid(m) (the paper's 'point "
+            "estimate' ablation).",
+            "choices": list(UTILITIES),
+            CHECK: OneOf(fix="Use 'posterior' (the paper's method) or 'point' (its point-estimate ablation)"),
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.shared_variance > 0 and self.shared_drift > 0:
+            raise ValueError(
+                f"shared_variance > 0 (a factor shared across prompts) works with shared_drift=0, got shared_drift="
+                f"{self.shared_drift!r}: the shared factor already carries the pool's common drift. Set "
+                "shared_variance=0 for it."
+            )
+
+
+# The fields `ExperimentalConfig` adds, with their defaults: what a plain `KGPSConfig` runs with.
+EXPERIMENTAL_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(ExperimentalConfig) if f.name not in KGPSConfig.__dataclass_fields__
+}
+
+
+def experimental(config: KGPSConfig) -> ExperimentalConfig:
+    """`config` as an `ExperimentalConfig`: itself, or a plain `KGPSConfig` with every added field at its default."""
+    if isinstance(config, ExperimentalConfig):
+        return config
+    return ExperimentalConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
+
+
+def config_from_fields(values: dict) -> KGPSConfig:
+    """The config of these field values: a plain `KGPSConfig` when every added field is absent or at its default."""
+    added = {name: values[name] for name in EXPERIMENTAL_DEFAULTS if name in values}
+    selection_added = values.get("selection") not in (
+        None,
+        *KGPSConfig.__dataclass_fields__["selection"].metadata["choices"],
+    )
+    if selection_added or any(value != EXPERIMENTAL_DEFAULTS[name] for name, value in added.items()):
+        return ExperimentalConfig(**values)
+    return KGPSConfig(**{name: value for name, value in values.items() if name not in EXPERIMENTAL_DEFAULTS})
