@@ -292,8 +292,10 @@ def test_resume_restores_the_state_saved_and_hands_out_its_pending_batches_first
     # The resumed run starts from that state, bit for bit (random generators and counters included) ...
     assert_same_state(resumed_log.loaded, saved)
     # ... hands the worker the batches pending at the checkpoint first ...
+    # (all of them, unless the run reached max_steps before the worker asked for the last: a slow machine)
     pending = saved[1]["pending"].tolist()
-    assert resumed_log.handed[: len(pending)] == pending
+    handed = resumed_log.handed[: len(pending)]
+    assert handed and handed == pending[: len(handed)]
     # ... and continues from there: its state is the saved one fed its own operations.
     restored = fresh_engine(selector, dataset)
     restored.selector.load_state_dict(saved[0])
