@@ -86,7 +86,6 @@ class KGPSRepeatSampler(Sampler[int]):
         self.warmup_epochs = warmup_epochs
         self.seed = seed
         self.num_samples = num_prompts
-        self.epoch = 0
         self.epoch_batches: list[np.ndarray] = []  # the batches of the epoch being iterated, in order
         self._replay: list[np.ndarray] = []
 
@@ -96,8 +95,7 @@ class KGPSRepeatSampler(Sampler[int]):
         return self.engine.rounds
 
     def set_epoch(self, epoch: int) -> None:
-        """Kept for the `RepeatSampler` contract; the warmup counts batches, so it needs no epoch number."""
-        self.epoch = epoch
+        """Accelerate's data loader calls it each epoch; KGPS counts batches, not epochs, so it ignores it."""
 
     @property
     def batches_per_epoch(self) -> int:

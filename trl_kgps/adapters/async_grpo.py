@@ -47,7 +47,7 @@ from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from ..engine.rounds import check_batch_size
 from . import async_trl_private, trl_private
-from .binding import Binding
+from .binding import Binding, check_map_style
 from .reward_reads import ColumnReaders
 
 
@@ -224,12 +224,7 @@ class AsyncGRPOBinding(Binding):
         self, trainer: Any, owner: TrainerCallback, config: KGPSConfig, selector: "str | PromptSelector | None"
     ):
         async_trl_private.check()
-        dataset = trainer.train_dataset
-        if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
-            raise ValueError(
-                "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
-                "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
-            )
+        check_map_style(trainer.train_dataset)
         super().__init__(trainer, owner, config, selector)
         self.check_one_per_trainer()
         self.service: SelectionService | None = None

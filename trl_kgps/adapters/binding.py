@@ -7,6 +7,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
@@ -32,6 +33,15 @@ ONE_PER_TRAINER = (
     "rewards. Keep one; to compare selectors, train one trainer for each, e.g. with "
     '`KGPSCallback(selector="uniform")`.'
 )
+
+
+def check_map_style(dataset: Any) -> None:
+    """Raises `ValueError` unless `dataset` is map-style: KGPS selects prompts by their index."""
+    if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+        raise ValueError(
+            "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
+            "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
+        )
 
 
 class Binding:

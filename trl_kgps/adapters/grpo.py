@@ -17,7 +17,6 @@ import math
 from typing import Any
 
 import torch
-from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
@@ -26,7 +25,7 @@ from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from ..sampler import PROMPTS_PER_BATCH, KGPSRepeatSampler
 from . import trl_private
-from .binding import Binding
+from .binding import Binding, check_map_style
 from .distributed import check_ranks_agree, fingerprint, gather_indices
 
 
@@ -68,11 +67,7 @@ class GRPOBinding(Binding):
                 "the order of the prompts (every selector, uniform too, draws its own seeded order): leave "
                 "shuffle_dataset at its default."
             )
-        if isinstance(trainer.train_dataset, IterableDataset):
-            raise ValueError(
-                "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
-                "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
-            )
+        check_map_style(trainer.train_dataset)
         _check_columns_kept(trainer.args)
         self.sampler: KGPSRepeatSampler | None = None
         trl_private.bind(
@@ -103,8 +98,7 @@ class GRPOBinding(Binding):
         dataset = trainer.train_dataset if dataset is None else dataset
         if isinstance(dataset, trl_private.IndexedRows):
             dataset = dataset.rows
-        if isinstance(dataset, IterableDataset):
-            raise ValueError("KGPS needs a map-style train dataset: an IterableDataset has no indices to select.")
+        check_map_style(dataset)
         if self.sampler is not None:
             if same_rows(self.sampler.data_source, dataset):
                 # Another `train()` on the same rows: the batch its predecessor chose ahead was never generated.

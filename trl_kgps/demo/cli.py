@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sim = commands.add_parser(
         "simulate",
         help="compare prompt selectors on a simulated drifting RL run",
-        description="Runs each selector on the same simulated RL run (trl_kgps.simulator) and writes results.json, "
+        description="Runs each selector on the same simulated RL run (trl_kgps.demo.simulator) and writes results.json, "
         "results.md and three figures to --out. No model and no GPU: seconds to a minute on a CPU.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
