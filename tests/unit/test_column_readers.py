@@ -102,6 +102,10 @@ class Environment:
         return 1.0
 
 
+def make_environment():
+    return Environment()
+
+
 @pytest.mark.parametrize(
     "reward, why",
     [
@@ -124,9 +128,11 @@ def test_a_column_with_a_neutral_name_is_excluded_by_what_the_code_names(reward,
 def test_an_environment_that_reads_the_row_in_reset_is_a_reader_too():
     reward = lambda completions, **kwargs: [0.0] * len(completions)  # noqa: E731
     assert "y" in found("y", reward).columns  # nothing reads it: ten values, six rows each, a label
-    for environment in (Environment(), Environment):
+    for environment in (Environment(), Environment):  # an instance TRL probed, or the class
         metadata = found("y", reward, environments=[environment])
         assert metadata.skipped["y"] == "the environment Environment takes **kwargs and names it in its code"
+    metadata = found("y", reward, environments=[make_environment])  # a factory, as the asynchronous trainer keeps it
+    assert metadata.skipped["y"] == "the environment factory make_environment takes **kwargs and names it in its code"
 
 
 def test_what_a_reward_does_not_read_is_still_shared_by():

@@ -305,7 +305,10 @@ class AsyncGRPOBinding(Binding):
         if self.engine is None:
             selector = self.selector
             if selector is None or isinstance(selector, str):
-                readers = ColumnReaders.of(async_trl_private.reward_funcs(trainer.rollout_worker))
+                worker = trainer.rollout_worker
+                readers = ColumnReaders.of(
+                    async_trl_private.reward_funcs(worker), async_trl_private.environment_factories(worker)
+                )
                 selector = self.build_selector(trainer.train_dataset, readers)
             elif selector.num_prompts != len(trainer.train_dataset):
                 raise ValueError(

@@ -11,7 +11,7 @@ with `_score_group` and queues the samples. KGPS keeps all of that and replaces 
 | `_AsyncRolloutLoop._repeat_iterator()` | replaced: yields the prompts the selection engine chooses, `(group id, row)` once per completion |
 | `_AsyncRolloutLoop._score_group(group)` | wrapped: each group's rewards (one column per reward source) go to the engine |
 | `_AsyncRolloutLoop.reward_funcs`, `reward_func_names`, `_env_reward_types`, `_provides_rollout_reward` | read: the reward columns, as `_score_group` builds them |
-| `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine; `_loop_kwargs["reward_funcs"]` read: which columns a reward function reads, never metadata |
+| `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine; `_loop_kwargs["reward_funcs"]` and `["environment_factory"]` read: which columns a reward function or an environment reads, never metadata |
 | `AsyncRolloutWorker.metrics_queue` | appended to: `kgps/*` metrics, which the trainer's `log()` drains into its logs |
 | `AsyncGRPOTrainer.rollout_worker`, `args.weight_sync_steps` | read: the worker, and when the served policy changes version |
 
@@ -267,6 +267,13 @@ def kgps_loop(base: type, **kwargs):
 def reward_funcs(worker: Any) -> list[Any]:
     """The reward functions the worker's loop will score with."""
     return list(worker._loop_kwargs.get("reward_funcs") or [])
+
+
+def environment_factories(worker: Any) -> list[Any]:
+    """The environment factories (or classes) the worker's loop builds environments with, whose `reset(**row)`
+    receives each row."""
+    factories = worker._loop_kwargs.get("environment_factory")
+    return list(factories.values()) if isinstance(factories, dict) else [factories] if factories else []
 
 
 def check_worker(worker: Any) -> None:

@@ -87,7 +87,8 @@ class ColumnReaders:
         Args:
             reward_funcs (`Sequence`): the trainer's reward functions (callables; a reward model or a model id is
                 given only the completions' text and reads no column).
-            environments (`Sequence`): environment instances, or classes, whose `reset(**row)` receives the row.
+            environments (`Sequence`): environment instances or classes, whose `reset(**row)` receives the row, or the
+                factories that build them.
         """
         readers = [
             _reader(f"the reward function {_name(f)}", f)
@@ -98,6 +99,9 @@ class ColumnReaders:
             reset = getattr(environment, "reset", None)
             if reset is not None:
                 readers.append(_reader(f"the environment {_name(environment)}", reset, environment))
+            elif callable(environment):  # a factory: the environments it builds are read through its code
+                name = f"the environment factory {_name(environment)}"
+                readers.append(Reader(name, frozenset(), True, _code_names(environment)))
         return cls(tuple(readers))
 
     def reasons(self, columns: Sequence[str]) -> dict[str, str]:

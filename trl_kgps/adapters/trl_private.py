@@ -17,7 +17,7 @@ arguments through (`*args, **kwargs`).
 | `Trainer.create_model_card(...)` | wrapped: adds the `## KGPS` section | public method |
 | `GRPOTrainer._metrics["train"]` | appended to: KGPS's metrics reach the trainer's logs | protected attribute |
 | `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_funcs`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout, the success rule and which columns a reward function reads | attributes |
-| `GRPOTrainer._environment_pool` (TRL 1.16) | read when training starts: the environments whose `reset(**row)` may read a column | protected attribute |
+| `GRPOTrainer._environment_pool` (TRL 1.16), else `environment_factories` | read when training starts: the environments whose `reset(**row)` may read a column | protected attribute |
 | the trainer's `__init__` frame | the one-line form finds its trainer on the call stack at `on_init_end` | CPython frames |
 """
 
@@ -239,7 +239,10 @@ def column_readers(trainer: Trainer) -> ColumnReaders:
     """What reads the dataset's columns in `trainer`: its reward functions, and its environments' `reset(**row)`
     (one probed instance of each, kept in `_environment_pool` by TRL releases with `environment_factory`)."""
     pool = getattr(trainer, "_environment_pool", None)
-    environments = [instances[0] for instances in pool.values() if instances] if isinstance(pool, dict) else []
+    if isinstance(pool, dict):
+        environments = [instances[0] for instances in pool.values() if instances]
+    else:  # a release that keeps no probed instances: its factories
+        environments = list((getattr(trainer, "environment_factories", None) or {}).values())
     return ColumnReaders.of(trainer.reward_funcs, environments)
 
 
