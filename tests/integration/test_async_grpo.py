@@ -75,9 +75,9 @@ class EngineLog(TrainerCallback):
             self.ops.append(("choose", batch.copy()))
             return batch
 
-        def spy_observe(batch, s, k, *, in_order=True):
+        def spy_observe(batch, s, k, **kwargs):
             self.ops.append(("observe", np.array(batch), np.array(s), np.array(k)))
-            return observe(batch, s, k, in_order=in_order)
+            return observe(batch, s, k, **kwargs)
 
         def spy_predict(delta_norm):
             self.ops.append(("predict", delta_norm))

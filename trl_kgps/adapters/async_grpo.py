@@ -33,7 +33,6 @@ import logging
 import queue
 import secrets
 import threading
-from collections import deque
 from multiprocessing.connection import Listener
 from typing import Any
 
@@ -45,30 +44,13 @@ from ..engine.engine import SelectionEngine
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
-from ..engine.rounds import check_batch_size
+from ..engine.rounds import Pending, check_batch_size
 from . import async_trl_private, trl_private
 from .binding import Binding, check_map_style
 from .reward_reads import ColumnReaders
 
 
 logger = logging.getLogger(__name__)
-
-
-class InFlight:
-    """
-    A batch handed to the rollout loop, collecting its groups as they are scored: `indices` `(B,)` int64, the prompts;
-    per position, `rewards` `(G, F)` float64 once scored (else `None`) and `versions`, the model version that
-    generated it.
-    """
-
-    def __init__(self, indices: np.ndarray):
-        self.indices = indices
-        self.rewards: list[np.ndarray | None] = [None] * len(indices)
-        self.versions = [0] * len(indices)
-
-    @property
-    def complete(self) -> bool:
-        return all(r is not None for r in self.rewards)
 
 
 class SelectionService:
@@ -92,8 +74,6 @@ class SelectionService:
         self.lock = threading.Lock()
         self.authkey = secrets.token_bytes(32)
         self.listener: Listener | None = None
-        self.in_flight: dict[int, InFlight] = {}
-        self.reissue: deque[np.ndarray] = deque()
         self.next_batch_id = 0
         self.error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -161,14 +141,23 @@ class SelectionService:
 
     # The engine ----------------------------------------------------------------------------------------------
 
+    @property
+    def in_flight(self) -> dict[int, Pending]:
+        """The batches handed to the current worker and not yet fed, by id: the engine's pending records, read."""
+        return {p.handed_as: p for p in self.engine.rounds.pending if p.handed_as is not None}
+
     def choose(self) -> tuple[int, list[int]]:
-        """`(batch id, dataset indices)`: a batch pending since a resume if any, else the engine's next choice."""
+        """`(batch id, dataset indices)`: the oldest pending batch not handed to this worker (pending since a
+        resume), else the engine's next choice."""
         with self.lock:
-            batch = self.reissue.popleft() if self.reissue else self.engine.choose()
-            batch_id = self.next_batch_id
+            rounds = self.engine.rounds
+            pending = next((p for p in rounds.pending if p.handed_as is None), None)
+            if pending is None:
+                self.engine.choose()
+                pending = rounds.pending[-1]
+            pending.hand_out(self.next_batch_id)
             self.next_batch_id += 1
-            self.in_flight[batch_id] = InFlight(batch)
-        return batch_id, batch.tolist()
+        return pending.handed_as, pending.indices.tolist()
 
     def observe(self, batch_id: int, position: int, index: int, version: int, rewards: np.ndarray) -> None:
         """Records a scored group; the batch's last one feeds the whole batch to the selector."""
@@ -183,10 +172,9 @@ class SelectionService:
             flight.versions[position] = int(version)
             if not flight.complete:
                 return
-            del self.in_flight[batch_id]
             G = flight.rewards[0].shape[0]
             s, k = self.engine.outcomes(np.concatenate(flight.rewards), G)
-            _, metrics = self.engine.observe(flight.indices, s, k, in_order=False)
+            _, metrics = self.engine.observe(flight.indices, s, k, in_order=False, chosen=flight)
             metrics["kgps/version_lag"] = float(self.model_version() - np.mean(flight.versions))
         self.log(metrics)
 
@@ -198,8 +186,8 @@ class SelectionService:
     def restart(self) -> None:
         """A new worker: the batches it will be handed first are those pending (from a resume), none in flight."""
         with self.lock:
-            self.in_flight.clear()
-            self.reissue = deque(p.indices for p in self.engine.rounds.pending)
+            for pending in self.engine.rounds.pending:
+                pending.hand_out(None)
 
     def log(self, metrics: dict[str, float]) -> None:
         """Puts `metrics` on the worker's metrics queue; dropped when the queue is full, as the worker's own are."""

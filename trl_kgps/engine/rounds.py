@@ -13,7 +13,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,12 +57,31 @@ class RecentBatches:
 
 @dataclass
 class Pending:
-    """A chosen generation batch awaiting its rewards."""
+    """
+    A chosen generation batch awaiting its rewards: the one record of its life, from its choice to its outcomes. The
+    asynchronous trainer's worker, handed it under an id, scores its groups one at a time and in any order; the
+    synchronous trainers score it whole.
+    """
 
     indices: np.ndarray  # (B,) int64, the prompts
     predicted: np.ndarray  # (B,) float64, their predicted success when chosen
     lag: int = 0  # batches already pending when it was chosen
     select_seconds: float | None = None  # how long the selector took to choose it; None during the warmup
+    handed_as: int | None = None  # the id the asynchronous worker was handed it under; None: not handed (yet, again)
+    rewards: list[np.ndarray | None] = field(default_factory=list)  # per position, its group's (G, F) rewards
+    versions: list[int] = field(default_factory=list)  # per position, the model version that generated the group
+
+    def hand_out(self, batch_id: int | None) -> None:
+        """Handed to the asynchronous worker under `batch_id`, no group scored yet; `None` takes it back (a new worker
+        is handed it again)."""
+        self.handed_as = batch_id
+        self.rewards = [] if batch_id is None else [None] * len(self.indices)
+        self.versions = [] if batch_id is None else [0] * len(self.indices)
+
+    @property
+    def complete(self) -> bool:
+        """Every group of the handed batch scored."""
+        return bool(self.rewards) and all(r is not None for r in self.rewards)
 
 
 @dataclass
@@ -204,7 +223,13 @@ class Rounds:
     # Scoring -------------------------------------------------------------------------------------------------
 
     def observe(
-        self, batch: np.ndarray, successes: np.ndarray, trials: np.ndarray, *, in_order: bool = True
+        self,
+        batch: np.ndarray,
+        successes: np.ndarray,
+        trials: np.ndarray,
+        *,
+        in_order: bool = True,
+        chosen: Pending | None = None,
     ) -> Observed | None:
         """
         Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
@@ -213,10 +238,14 @@ class Rounds:
         `in_order=False` (the asynchronous trainer, whose batches finish in any order), only `batch` leaves the
         pending ones. The last batch scored, scored again (TRL regenerates it when resumed inside its steps), is
         ignored: its outcomes were observed before the checkpoint. Returns `None` then, and raises `ValueError` for a
-        batch that was never chosen. A batch scored joins `recent`.
+        batch that was never chosen. A batch scored joins `recent`. `chosen`, a pending record, names the batch
+        itself where two pending batches may hold the same prompts.
         """
         batch = np.asarray(batch, dtype=np.int64)
-        position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
+        if chosen is not None:
+            position = next((i for i, p in enumerate(self.pending) if p is chosen), None)
+        else:
+            position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
         if position is None:
             if self.last_scored is not None and np.array_equal(self.last_scored, batch):
                 return None
