@@ -227,7 +227,7 @@ class AsyncGRPOBinding(Binding):
 
     @staticmethod
     def fits(trainer: Any) -> bool:
-        """Whether `trainer` is TRL's `AsyncGRPOTrainer` (any release; `__init__` refuses one it was not checked on)."""
+        """Whether `trainer` is TRL's `AsyncGRPOTrainer`, of any release (`__init__` checks what KGPS relies on)."""
         return async_trl_private.is_async_trainer(trainer)
 
     @property

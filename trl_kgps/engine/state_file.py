@@ -156,8 +156,9 @@ def read_run(
     The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and
     number of prompts) in batches of `batch_size` (which the trainer sets by `batch_formula`, named when they differ)
     over the rows of digest `prompts`, resumed by a trainer whose record is `trainer` (`write`'s); a `ValueError` says
-    what does not fit, an `OtherTrainerState` what to resume with. A state that records no digest (written before trl-kgps 0.3), or only its `prompt` column's, is read with a
-    warning; one that records no trainer (before trl-kgps 0.3) is not checked against it.
+    what does not fit, an `OtherTrainerState` what to resume with. A state that records no digest (written before
+    trl-kgps 0.3), or only its `prompt` column's, is read with a warning; one that records no trainer (before
+    trl-kgps 0.3) is not checked against it.
     """
     arrays, meta = load(path)
     saved_trainer = dict(meta.get("trainer") or {})
