@@ -20,11 +20,11 @@ def dataset(num_prompts=12, level=None):
     return rows.add_column("level", level if level is not None else [f"L{i % 3}" for i in range(num_prompts)])
 
 
-def run(tmp_path, tokenizer, rows, config=LEVEL, stop_at=None, resume=None):
+def run(tmp_path, tokenizer, rows, config=LEVEL, stop_at=None, resume=None, reward=None):
     kgps = SpyKGPS(config)
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
-        reward_funcs=StepReward(),
+        reward_funcs=reward or StepReward(),
         args=trainer_args(tmp_path, max_steps=8, save_strategy="steps", save_steps=4, per_device_train_batch_size=8),
         train_dataset=rows,
         processing_class=tokenizer,
@@ -215,17 +215,10 @@ class LevelReward(StepReward):
 def test_a_run_whose_reward_now_reads_its_column_is_refused_naming_the_column_to_pass(tmp_path, tokenizer):
     rows = dataset()
     run(tmp_path, tokenizer, rows, config=KGPSConfig(), stop_at=4)  # the one line shares by `level`
-    kgps = SpyKGPS(KGPSConfig())
-    trainer = trl.GRPOTrainer(
-        model=build_model(tokenizer),
-        reward_funcs=LevelReward(),
-        args=trainer_args(tmp_path, max_steps=8, per_device_train_batch_size=8),
-        train_dataset=rows,
-        processing_class=tokenizer,
-        callbacks=[kgps],
-    )
     with pytest.raises(ValueError) as refused:
-        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+        run(
+            tmp_path, tokenizer, rows, config=KGPSConfig(), resume=str(tmp_path / "checkpoint-4"), reward=LevelReward()
+        )
     assert "feature_columns=['level'] (this run: [])" in str(refused.value)
     assert str(refused.value).endswith(
         "pass KGPSCallback(KGPSConfig(feature_columns=['level'])), the config it was saved with."
