@@ -87,6 +87,7 @@ RELIED_ON = (
 GROUP_FIELDS = ("group_id", "model_version", "env_rewards", "rollout_rewards")
 
 
+@functools.cache
 def find(name: str) -> Any:
     """The class or function `name` of the installed TRL's asynchronous trainer, wherever its release keeps it."""
     for package in PACKAGES:
