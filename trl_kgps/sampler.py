@@ -7,7 +7,7 @@ from torch.utils.data import Sampler
 
 from .engine.engine import SelectionEngine
 from .engine.protocol import PromptSelector
-from .engine.rounds import Rounds, check_batch_size, check_batches
+from .engine.rounds import Rounds, check_batch_size
 from .selectors import KGPSSelector
 
 
@@ -29,11 +29,11 @@ class KGPSRepeatSampler(Sampler[int]):
     - afterwards, `selector.select(batch_size, exclude=pending)`, decided only when the data loader asks for the
       batch's first index, so that it uses every observation that exists at that moment.
 
-    The sampler owns the layout and the epoch; `engine` (a `trl_kgps.engine.engine.SelectionEngine`, the same as the
-    asynchronous trainer's) owns the choice and its bookkeeping, `rounds`: every batch yielded stays pending until
-    the trainer has scored it (`rounds.observe`), and pending prompts are not selected again, since the data loader asks
-    for the next batch before the current one is scored (the lag). Every rank builds the same sampler and, fed the
-    same observations, yields the same indices.
+    The sampler owns the layout; `engine` (a `trl_kgps.engine.engine.SelectionEngine`, the same as the asynchronous
+    trainer's) owns the choice and its record, `rounds`: the epoch's batches in order (`rounds.epoch`), and those
+    awaiting rewards (`rounds.pending`) until the trainer has scored them (`rounds.observe`). Pending prompts are not
+    selected again, since the data loader asks for the next batch before the current one is scored (the lag). Every
+    rank builds the same sampler and, fed the same observations, yields the same indices.
 
     Args:
         data_source (`Sized`): the dataset.
@@ -86,8 +86,8 @@ class KGPSRepeatSampler(Sampler[int]):
         self.warmup_epochs = warmup_epochs
         self.seed = seed
         self.num_samples = num_prompts
-        self.epoch_batches: list[np.ndarray] = []  # the batches of the epoch being iterated, in order
-        self._replay: list[np.ndarray] = []
+        self.engine.rounds.begin_epoch()
+        self._resume_epoch = False  # the next epoch iterated goes on with the epoch restored by `load_state_dict`
 
     @property
     def rounds(self) -> Rounds:
@@ -121,11 +121,12 @@ class KGPSRepeatSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         # After a resume, the epoch starts with the batches it had chosen before the checkpoint: the trainer skips
         # those it had trained on and trains on the others, which are still pending.
-        replay, self._replay = self._replay, []
-        self.epoch_batches = []
+        if not self._resume_epoch:
+            self.rounds.begin_epoch()
+        self._resume_epoch = False
+        epoch = self.rounds.epoch
         for position in range(self.batches_per_epoch):
-            batch = replay[position] if position < len(replay) else self.rounds.choose()
-            self.epoch_batches.append(batch)
+            batch = epoch[position].indices if position < len(epoch) else self.rounds.choose()
             # e.g. batch [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
             for _ in range(self.repeat_count):
                 for index in batch.tolist():
@@ -134,29 +135,23 @@ class KGPSRepeatSampler(Sampler[int]):
 
     def start_next_epoch(self) -> None:
         """
-        Drops the replay that `load_state_dict` prepared: resumed from the last step of an epoch, the trainer skips
-        nothing and starts the next epoch, whose batches are chosen afresh.
+        Resumed from the last step of an epoch, the trainer skips nothing and starts the next epoch, whose batches are
+        chosen afresh: the restored epoch is not replayed.
         """
-        self._replay = []
+        self._resume_epoch = False
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
         """
-        The rounds' `state_dict()` (batches chosen, scored, pending with their predictions, lags and selection times,
-        prompts observed and chosen, the last epoch's worth of batches scored) and this epoch's batches,
+        The rounds' `state_dict()`: batches chosen, scored, pending with their predictions, lags and selection times,
+        prompts observed and chosen, the last epoch's worth of batches scored, and this epoch's batches,
         `epoch_batches` `(batches, batch_size)` int64.
         """
-        return {
-            **self.rounds.state_dict(),
-            "epoch_batches": np.asarray(self.epoch_batches, dtype=np.int64).reshape(-1, self.batch_size),
-        }
+        return self.rounds.state_dict()
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
         """
         Restores a `state_dict()`, or raises `ValueError` before changing anything; the next epoch iterated starts
         by replaying the saved epoch's batches.
         """
-        epoch_batches = np.asarray(state["epoch_batches"])
-        check_batches("epoch_batches", epoch_batches, self.num_samples, self.batch_size)
         self.rounds.load_state_dict(state)
-        self._replay = list(epoch_batches.astype(np.int64))
-        self.epoch_batches = list(self._replay)
+        self._resume_epoch = True

@@ -127,7 +127,9 @@ def replay(engine, ops):
         if op[0] == "choose":
             np.testing.assert_array_equal(engine.choose(), op[1])
         elif op[0] == "observe":
-            engine.observe(op[1], op[2], op[3], in_order=False)
+            # batches finish in any order: the record is named, as the selection service names it
+            chosen = next(p for p in engine.rounds.pending if np.array_equal(p.indices, op[1]))
+            engine.observe(op[1], op[2], op[3], chosen=chosen)
         else:
             engine.predict(op[1])
     return engine

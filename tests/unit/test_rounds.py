@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.engine import older_states
 from trl_kgps.engine.rounds import Rounds
 
 
@@ -136,7 +137,7 @@ def test_the_locking_metrics_and_pending_batches_continue_after_a_round_trip_as_
     assert len({u for _, _, _, u in expected}) > 1, "the window's distinct prompts never changed"
 
     old = {key: value for key, value in state.items() if not key.startswith(("pending_", "recent_"))}
-    resumed.load_state_dict(old)  # as trl-kgps 0.1 and 0.2 saved it: no lags, selection times or window
+    resumed.load_state_dict(older_states.rounds_arrays(old))  # as 0.1 and 0.2 saved it: no lags, times or window
     assert [(p.lag, p.select_seconds) for p in resumed.pending] == [(0, None)] and not resumed.recent.batches
 
 

@@ -258,7 +258,7 @@ def test_a_shared_state_round_trips_through_the_state_file(tmp_path, features):
 def test_the_card_and_the_metrics_say_what_was_shared():
     from trl_kgps.adapters.report import card_section
     from trl_kgps.engine.metrics import shared_metrics
-    from trl_kgps.engine.rounds import Observed, Pending
+    from trl_kgps.engine.rounds import ChosenBatch, Observed
 
     def card(selector):
         return card_section(
@@ -282,7 +282,7 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     assert "one factor for the whole pool" in card(KGPSSelector(10))
     assert "nothing (one independent filter per prompt)" in card(KGPSSelector(10, KGPSConfig.paper()))
 
-    chosen = Pending(indices=np.array([0, 1, 2]), predicted=np.full(3, 0.5), lag=0, select_seconds=None)
+    chosen = ChosenBatch(indices=np.array([0, 1, 2]), predicted=np.full(3, 0.5), lag=0, select_seconds=None)
     scored = Observed(
         chosen, np.array([8, 0, 7]), np.array([8, 8, 8]), warmup=False, skipped=0, repeats=0.0, unique_prompts=3
     )

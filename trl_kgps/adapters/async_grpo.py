@@ -44,7 +44,7 @@ from ..engine.engine import SelectionEngine
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
-from ..engine.rounds import Pending, check_batch_size
+from ..engine.rounds import ChosenBatch, check_batch_size
 from . import async_trl_private, trl_private
 from .binding import Binding, check_map_style
 from .reward_reads import ColumnReaders
@@ -142,7 +142,7 @@ class SelectionService:
     # The engine ----------------------------------------------------------------------------------------------
 
     @property
-    def in_flight(self) -> dict[int, Pending]:
+    def in_flight(self) -> dict[int, ChosenBatch]:
         """The batches handed to the current worker and not yet fed, by id: the engine's pending records, read."""
         return {p.handed_as: p for p in self.engine.rounds.pending if p.handed_as is not None}
 
@@ -174,7 +174,7 @@ class SelectionService:
                 return
             G = flight.rewards[0].shape[0]
             s, k = self.engine.outcomes(np.concatenate(flight.rewards), G)
-            _, metrics = self.engine.observe(flight.indices, s, k, in_order=False, chosen=flight)
+            _, metrics = self.engine.observe(flight.indices, s, k, chosen=flight)
             metrics["kgps/version_lag"] = float(self.model_version() - np.mean(flight.versions))
         self.log(metrics)
 

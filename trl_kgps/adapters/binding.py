@@ -44,10 +44,11 @@ def check_map_style(dataset: Any) -> None:
         )
 
 
-class Binding:
+class Binding(TrainerCallback):
     """
-    One run's selection, bound to `trainer` for the callback `owner`. A subclass names its trainers' loop
-    (`ASYNCHRONOUS`) and how they set the prompts of a generation batch (`BATCH_FORMULA`), which messages give.
+    One run's selection, bound to `trainer` for the callback `owner`, which forwards the trainer's events to it. A
+    subclass names its trainers' loop (`ASYNCHRONOUS`) and how they set the prompts of a generation batch
+    (`BATCH_FORMULA`), which messages give, and handles the events its trainers need.
 
     Args:
         trainer (`Trainer`): the trainer; the subclass checks it and wraps its members.
@@ -120,7 +121,7 @@ class Binding:
         prompts = self.dataset["prompt"] if "prompt" in columns else None
         return difficulty_dataset(self.selector, self.rounds.times_selected, prompts)
 
-    # The trainer's events (the callback forwards them) -----------------------------------------------------------
+    # The trainer's events --------------------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, **kwargs) -> None:
         self.delta = ParameterDelta(self.trainer.model.parameters(), self.config.delta_norm_sample, seed=args.seed)
@@ -131,15 +132,6 @@ class Binding:
         # `Trainer` has just loaded the best checkpoint's weights; the run's beliefs stay those of its last step.
         if args.load_best_model_at_end and state.best_model_checkpoint is not None:
             self.best_checkpoint = state.best_model_checkpoint
-
-    def on_optimizer_step(self, args, state, control, **kwargs) -> None:
-        pass
-
-    def on_step_end(self, args, state, control, **kwargs) -> None:
-        pass
-
-    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
-        pass
 
     # Saves and the model card ----------------------------------------------------------------------------------
 

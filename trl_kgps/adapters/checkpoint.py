@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..config import KGPSConfig
-from ..engine import state_file
+from ..engine import older_states, state_file
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
 from ..selectors.experimental import EXPERIMENTAL_DEFAULTS, experimental
@@ -136,10 +136,5 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
         settings = {name: value for name, value in saved.items() if passed[name] != value}
         kind = "ExperimentalConfig" if settings.keys() & EXPERIMENTAL_DEFAULTS else "KGPSConfig"
         settings = f"{kind}({', '.join(f'{name}={value!r}' for name, value in settings.items())})"
-        hint = {
-            1: "pass KGPSCallback(KGPSConfig.paper()): its state version 1 was written by trl-kgps 0.1, whose only "
-            "method was the paper's",
-            2: "pass KGPSCallback(KGPSConfig.per_prompt()): its state version 2 was written by trl-kgps 0.2, whose "
-            "default was that per-prompt filter",
-        }.get(state.get("version"), f"pass KGPSCallback({settings}), the config it was saved with")
+        hint = older_states.config_hint(state) or f"pass KGPSCallback({settings}), the config it was saved with"
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

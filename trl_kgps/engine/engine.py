@@ -22,7 +22,7 @@ import numpy as np
 from .metrics import batch_metrics, shared_metrics
 from .outcomes import SuccessRule
 from .protocol import PromptSelector
-from .rounds import Observed, Pending, Rounds
+from .rounds import ChosenBatch, Observed, Rounds
 
 
 class SelectionEngine:
@@ -82,16 +82,15 @@ class SelectionEngine:
         successes: np.ndarray,
         trials: np.ndarray,
         *,
-        in_order: bool = True,
-        chosen: Pending | None = None,
+        chosen: ChosenBatch | None = None,
     ) -> tuple[Observed | None, dict[str, float]]:
         """
-        Feeds a scored batch's outcomes to the selector (`Rounds.observe`; `in_order=False` when batches may finish in
-        any order, as in the asynchronous trainer, which names the pending record `chosen`) and returns
+        Feeds a scored batch's outcomes to the selector (`Rounds.observe`; where batches finish in any order, as in the
+        asynchronous trainer, `chosen` names its pending record) and returns
         `(scored, metrics)`: `scored` is `None` for the last batch scored again, whose outcomes were already observed
         (then `metrics` is empty).
         """
-        scored = self.rounds.observe(batch, successes, trials, in_order=in_order, chosen=chosen)
+        scored = self.rounds.observe(batch, successes, trials, chosen=chosen)
         if scored is None:
             return None, {}
         if not scored.trials.any() and not self._warned_no_rewards:

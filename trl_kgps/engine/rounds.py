@@ -5,8 +5,12 @@ predicted for them, which prompts have been observed, the warmup rule, and all o
 A round is: `choose()` a batch of `B` distinct prompts (a slice of a seeded permutation during the warmup, else the
 selector's choice among the prompts not pending), the trainer generates and scores it, `observe(batch, s, k)` feeds
 the outcomes to the selector, and after each optimizer step `predict(delta_norm)` widens the beliefs. The data
-loader asks for the next batch before the current one is scored, so several batches may be pending at once; they are
-scored in the order they were chosen, except after a resume, which may skip or regenerate one (`observe` says which).
+loader asks for the next batch before the current one is scored, so several batches may be pending at once; the
+synchronous trainers score them in the order they were chosen, except after a resume, which may skip or regenerate
+one (`observe` says which); the asynchronous trainer scores them in any order, naming each.
+
+Each batch chosen has one record, a `ChosenBatch`, from its choice to its outcomes: `Rounds.pending` holds those
+awaiting rewards and, where the sampler iterates epochs, `Rounds.epoch` the same records in the order yielded.
 """
 
 import time
@@ -56,11 +60,11 @@ class RecentBatches:
 
 
 @dataclass
-class Pending:
+class ChosenBatch:
     """
-    A chosen generation batch awaiting its rewards: the one record of its life, from its choice to its outcomes. The
-    asynchronous trainer's worker, handed it under an id, scores its groups one at a time and in any order; the
-    synchronous trainers score it whole.
+    A chosen generation batch: the one record of its life, from its choice to its outcomes. The asynchronous
+    trainer's worker, handed it under an id, scores its groups one at a time and in any order; the synchronous
+    trainers score it whole.
     """
 
     indices: np.ndarray  # (B,) int64, the prompts
@@ -88,7 +92,7 @@ class Pending:
 class Observed:
     """A scored generation batch, as `Rounds.observe` fed it to the selector."""
 
-    chosen: Pending  # the batch as it was chosen: its prompts, their predicted success, lag and selection time
+    chosen: ChosenBatch  # the batch as it was chosen: its prompts, their predicted success, lag and selection time
     successes: np.ndarray  # (B,) int64, s
     trials: np.ndarray  # (B,) int64, k: completions with a usable reward
     warmup: bool  # observed during the warmup: first observations initialised the beliefs
@@ -122,7 +126,10 @@ class Rounds:
             epoch `e` takes its batches from, in place of the one seeded by `[seed, e]` (the simulator keeps its own).
 
     Attributes:
-        pending (`deque[Pending]`): chosen batches not yet scored, oldest first.
+        pending (`deque[ChosenBatch]`): chosen batches not yet scored, oldest first.
+        epoch (`list[ChosenBatch]` or `None`): where the sampler iterates epochs (`begin_epoch`), every batch chosen
+            in the current one, in order, scored or not, which a resumed run replays; `None` where batches have no
+            epochs (the asynchronous trainer).
         batches_chosen, batches_scored (`int`): counters; `rollouts` follow from them.
         times_selected (`np.ndarray` of shape `(N,)`, int32): batches each prompt was chosen for; sums to
             `batches_chosen * B`.
@@ -146,7 +153,8 @@ class Rounds:
         self.warmup_batches = warmup_batches
         self.seed = seed
         self.warmup_permutation = warmup_permutation
-        self.pending: deque[Pending] = deque()
+        self.pending: deque[ChosenBatch] = deque()
+        self.epoch: list[ChosenBatch] | None = None
         self.batches_chosen = 0
         self.batches_scored = 0
         self.times_selected = np.zeros(num_prompts, dtype=np.int32)
@@ -177,6 +185,10 @@ class Rounds:
 
     # Choosing ------------------------------------------------------------------------------------------------
 
+    def begin_epoch(self) -> None:
+        """The sampler starts an epoch whose batches are all chosen afresh."""
+        self.epoch = []
+
     def choose(self) -> np.ndarray:
         """The next generation batch, `(B,)` int64, now pending."""
         select_seconds = None
@@ -195,8 +207,10 @@ class Rounds:
             batch = self.selector.select(self.batch_size, exclude=self._exclude())
             select_seconds = time.perf_counter() - start
         batch = np.asarray(batch, dtype=np.int64)
-        lag = len(self.pending)
-        self.pending.append(Pending(batch, self.selector.predicted_success(batch), lag, select_seconds))
+        chosen = ChosenBatch(batch, self.selector.predicted_success(batch), len(self.pending), select_seconds)
+        self.pending.append(chosen)
+        if self.epoch is not None:
+            self.epoch.append(chosen)
         self.batches_chosen += 1
         self.times_selected[batch] += 1
         return batch
@@ -228,24 +242,23 @@ class Rounds:
         successes: np.ndarray,
         trials: np.ndarray,
         *,
-        in_order: bool = True,
-        chosen: Pending | None = None,
+        chosen: ChosenBatch | None = None,
     ) -> Observed | None:
         """
         Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
-        prompts `batch` (`(B,)`), in that order. In order (the synchronous trainers), the batch is normally the oldest
-        pending one; pending batches before it were skipped by a resumed trainer and are dropped. With
-        `in_order=False` (the asynchronous trainer, whose batches finish in any order), only `batch` leaves the
-        pending ones. The last batch scored, scored again (TRL regenerates it when resumed inside its steps), is
-        ignored: its outcomes were observed before the checkpoint. Returns `None` then, and raises `ValueError` for a
-        batch that was never chosen. A batch scored joins `recent`. `chosen`, a pending record, names the batch
-        itself where two pending batches may hold the same prompts.
+        prompts `batch` (`(B,)`), in that order. `chosen`, its pending record, names the batch where batches finish
+        in any order (the asynchronous trainer): only it stops pending. Without it (the synchronous trainers, which
+        score in order), the batch is the oldest pending one with these prompts, and pending batches before it were
+        skipped by a resumed trainer: they stop pending too. The last batch scored, scored again (TRL regenerates it
+        when resumed inside its steps), is ignored: its outcomes were observed before the checkpoint. Returns `None`
+        then, and raises `ValueError` for a batch that was never chosen. A batch scored joins `recent`.
         """
         batch = np.asarray(batch, dtype=np.int64)
-        if chosen is not None:
-            position = next((i for i, p in enumerate(self.pending) if p is chosen), None)
-        else:
+        in_order = chosen is None
+        if in_order:
             position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
+        else:
+            position = next((i for i, p in enumerate(self.pending) if p is chosen), None)
         if position is None:
             if self.last_scored is not None and np.array_equal(self.last_scored, batch):
                 return None
@@ -255,12 +268,11 @@ class Rounds:
                 f"awaits ({awaited}): the data loader does not draw from KGPS's sampler in its order (a custom "
                 "dataloader or sampler?), so KGPS cannot attribute these rewards."
             )
-        if in_order:
-            for _ in range(position):
-                self.pending.popleft()
-        chosen = self.pending[0 if in_order else position]
-        del self.pending[0 if in_order else position]
         skipped = position if in_order else 0
+        for _ in range(skipped):
+            self.pending.popleft()
+        chosen = self.pending[position - skipped]
+        del self.pending[position - skipped]
         s, k = np.asarray(successes, dtype=np.int64), np.asarray(trials, dtype=np.int64)
         warmup = self.in_warmup
         if warmup:
@@ -295,9 +307,10 @@ class Rounds:
         Everything but the selector's own state: the counters, `times_selected` `(N,)` int32, `observed` `(N,)` bool,
         the pending batches and their predictions `(P, B)`, their lags `pending_lags` `(P,)` int64 and selection
         times `pending_select_seconds` `(P,)` float64 (NaN for the warmup's), `last_scored` `(B,)` (or `(0,)`), and
-        `recent_batches` `(R, B)` int64, the window of `recent`, oldest first (`R <= batches_per_epoch`).
+        `recent_batches` `(R, B)` int64, the window of `recent`, oldest first (`R <= batches_per_epoch`); where the
+        sampler iterates epochs, `epoch_batches` `(E, B)` int64, the epoch's batches in order.
         """
-        return {
+        state = {
             "batches_chosen": self.batches_chosen,
             "batches_scored": self.batches_scored,
             "times_selected": self.times_selected.copy(),
@@ -313,12 +326,16 @@ class Rounds:
             "last_scored": np.asarray([] if self.last_scored is None else self.last_scored, dtype=np.int64),
             "recent_batches": np.asarray(self.recent.batches, dtype=np.int64).reshape(-1, self.batch_size),
         }
+        if self.epoch is not None:
+            epoch = [chosen.indices for chosen in self.epoch]
+            state["epoch_batches"] = np.asarray(epoch, dtype=np.int64).reshape(-1, self.batch_size)
+        return state
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
         """
-        Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything. A state
-        without `pending_lags`, `pending_select_seconds` and `recent_batches` (trl-kgps 0.1 and 0.2 saved none) gives
-        its pending batches lag 0 and no selection time, and starts `recent` empty.
+        Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything. Where the
+        sampler iterates epochs, the state's `epoch_batches` become the epoch, whose last batches are the pending
+        records they were.
         """
         N, B = self.num_prompts, self.batch_size
         pending, predictions = np.asarray(state["pending"]), np.asarray(state["predictions"], dtype=np.float64)
@@ -328,9 +345,8 @@ class Rounds:
         if predictions.shape != pending.shape:
             raise ValueError(f"its predictions have shape {predictions.shape}, its pending batches {pending.shape}")
         P = pending.shape[0]
-        lags = np.asarray(state.get("pending_lags", np.zeros(P, dtype=np.int64)))
-        select_seconds = np.asarray(state.get("pending_select_seconds", np.full(P, np.nan)))
-        recent = np.asarray(state.get("recent_batches", pending[:0]))
+        lags, select_seconds = np.asarray(state["pending_lags"]), np.asarray(state["pending_select_seconds"])
+        recent = np.asarray(state["recent_batches"])
         if lags.shape != (P,) or lags.dtype.kind not in "iu" or (lags < 0).any():
             raise ValueError(
                 f"its pending_lags (shape {lags.shape}, dtype {lags.dtype}) are not {P} counts, one per pending batch"
@@ -345,6 +361,9 @@ class Rounds:
                 "durations (or NaN), one per pending batch"
             )
         check_batches("recent_batches", recent, N, B)
+        epoch = None if self.epoch is None else np.asarray(state["epoch_batches"])
+        if epoch is not None:
+            check_batches("epoch_batches", epoch, N, B)
         if recent.shape[0] > self.batches_per_epoch or (np.diff(np.sort(recent, axis=1), axis=1) == 0).any():
             raise ValueError(
                 f"its recent_batches are {recent.shape[0]} batches, but the window holds at most "
@@ -372,9 +391,18 @@ class Rounds:
         self.observed = observed.astype(bool)
         self.observed_count = int(self.observed.sum())
         self.pending = deque(
-            Pending(i, p, int(lag), None if np.isnan(seconds) else float(seconds))
+            ChosenBatch(i, p, int(lag), None if np.isnan(seconds) else float(seconds))
             for i, p, lag, seconds in zip(pending.astype(np.int64), predictions, lags, select_seconds)
         )
+        if epoch is not None:
+            # e.g. epoch [a, b, c], pending [c]: a and b were scored (their predictions are not kept), c is awaited
+            self.epoch = [ChosenBatch(indices, np.full(B, np.nan)) for indices in epoch.astype(np.int64)]
+            position = len(self.epoch) - 1
+            for chosen in reversed(self.pending):
+                if position < 0 or not np.array_equal(self.epoch[position].indices, chosen.indices):
+                    break
+                self.epoch[position] = chosen
+                position -= 1
         self.last_scored = last_scored.astype(np.int64) if last_scored.size else None
         self.recent = RecentBatches(N, self.batches_per_epoch)
         for batch in recent.astype(np.int64):

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from . import older_states
 from .prompts_digest import mismatch
 from .protocol import PromptSelector
 
@@ -161,9 +162,7 @@ def read_run(
     trl-kgps 0.3) is not checked against it.
     """
     arrays, meta = load(path)
-    saved_trainer = dict(meta.get("trainer") or {})
-    # A state written before the record named its trainer: the synchronous sampler's keeps the epoch's batches.
-    saved_trainer.setdefault(ASYNCHRONOUS, int("epoch_batches" not in arrays))
+    saved_trainer = {ASYNCHRONOUS: int(older_states.saved_asynchronously(arrays)), **(meta.get("trainer") or {})}
     _check_same_loop(path, saved_trainer, trainer or {})
     num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
     if num_prompts != selector.num_prompts:
@@ -177,25 +176,17 @@ def read_run(
         )
     if meta["selector_class"] != type(selector).__name__:
         raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")
-    if prompts is not None and "prompts" not in meta:
-        logger.warning(
-            "%s records no digest of its prompts (written before trl-kgps 0.3), so KGPS cannot check that this run's "
-            "train dataset holds the same prompts in the same order.",
-            path,
-        )
-    elif prompts is not None:
-        reason = mismatch(meta["prompts"], prompts, num_prompts)
+    if prompts is not None:
+        reason = None if "prompts" not in meta else mismatch(meta["prompts"], prompts, num_prompts)
         if reason is not None:
             raise ValueError(reason)
-        if "rows" not in meta["prompts"]:
-            logger.warning(
-                "%s records the digest of its prompt column only (written by trl-kgps 0.3.0.dev), so KGPS checked "
-                "the order of this run's prompts but not of its other columns (images, answers).",
-                path,
-            )
+        unchecked = older_states.digest_warning(path, meta.get("prompts"))
+        if unchecked is not None:
+            logger.warning(unchecked)
     _check_trainer(path, saved_trainer, trainer or {})
     sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
     sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
+    sampler_state = older_states.rounds_arrays(sampler_state)
     return unpack_selector(arrays, meta), sampler_state
 
 

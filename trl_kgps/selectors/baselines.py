@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine import older_states
 from ._checks import as_batch_size, as_delta_norms, as_index_array, as_num_prompts, as_observations
 from .base import FromPretrainedMixin
 
@@ -33,8 +34,6 @@ class _Selector(FromPretrainedMixin):
 
     name = ""
     hyperparameters: tuple[str, ...] = ()  # the constructor's keyword arguments besides num_prompts and seed
-    # hyperparameters added after states were first saved -> the value that reproduces a state saved without them
-    _legacy_hyperparameters: dict[str, Any] = {}
 
     def __init__(self, num_prompts: int, seed: int = 0):
         self.num_prompts = as_num_prompts(num_prompts)
@@ -68,19 +67,20 @@ class _Selector(FromPretrainedMixin):
         return {
             "num_prompts": state["num_prompts"],
             "seed": state["seed"],
-            **cls._legacy_hyperparameters,
+            **older_states.ADDED_HYPERPARAMETERS.get(cls.name, {}),
             **state["hyperparameters"],
         }
 
     def _saved_hyperparameters(self, state: dict[str, Any]) -> dict[str, Any]:
         """
         The hyperparameters `state` was saved with, checked by the constructor (one it lacks: the value of the
-        release that saved it). A state that records none (saved before trl-kgps recorded them) keeps this
+        release that saved it). A state that records none (`older_states`) keeps this
         selector's, but for those added since, which take the value of the release that saved it.
         """
         saved = state.get("hyperparameters") if isinstance(state, dict) else None
+        added = older_states.ADDED_HYPERPARAMETERS.get(self.name, {})
         if saved is None:
-            return {**{name: getattr(self, name) for name in self.hyperparameters}, **self._legacy_hyperparameters}
+            return {**{name: getattr(self, name) for name in self.hyperparameters}, **added}
         if not isinstance(saved, dict) or not set(saved) <= set(self.hyperparameters):
             raise ValueError(
                 f"state['hyperparameters'] is {saved!r}, not those of a {type(self).__name__} "
@@ -88,7 +88,7 @@ class _Selector(FromPretrainedMixin):
             )
         try:
             # a one-prompt selector checks the values as the constructor does, at no cost
-            built = type(self)(1, **{**self._legacy_hyperparameters, **saved})
+            built = type(self)(1, **{**added, **saved})
         except TypeError as error:
             raise ValueError(f"state['hyperparameters'] do not build a {type(self).__name__}: {error}.") from None
         return {name: getattr(built, name) for name in self.hyperparameters}
@@ -244,8 +244,6 @@ class MoPPSSelector(_Epochs):
 
     name = "mopps"
     hyperparameters = ("decay", "candidate_ratio", "target", "decay_to_prior", "pool")
-    # A state saved before `pool` existed drew its candidates uniformly.
-    _legacy_hyperparameters = {"pool": "uniform"}
     # The authors' scripts (thu-rllab/MoPPS recipe/ours/scripts/*/*_topk_noinit.sh): `ts_ratio`, `bandit_decay_ratio`.
     RECIPES: dict[str, dict[str, float]] = {
         "math": {"decay": 1.0, "candidate_ratio": 16.0},
@@ -326,20 +324,17 @@ class MoPPSSelector(_Epochs):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """
-        Restores a `state_dict()`, with the hyperparameters it was saved with. A state saved before the epoch walk
-        existed (no `order`) starts a new epoch at its next round, drawn from its generator.
+        Restores a `state_dict()`, with the hyperparameters it was saved with.
         """
         n = self.num_prompts
-        walk = {"order": ((n,), "i")} if isinstance(state, dict) and "order" in state else {}
-        rng = self._open(state, {"alpha": ((n,), "f"), "beta": ((n,), "f"), **walk})
+        if isinstance(state, dict):
+            state = older_states.mopps_state(state, n)
+        rng = self._open(state, {"alpha": ((n,), "f"), "beta": ((n,), "f"), "order": ((n,), "i")})
         alpha, beta = np.asarray(state["alpha"], dtype=np.float64), np.asarray(state["beta"], dtype=np.float64)
         if not (np.isfinite(alpha).all() and np.isfinite(beta).all() and (alpha > 0).all() and (beta > 0).all()):
             raise ValueError("state holds Beta parameters that are not finite and positive; it is corrupted.")
         hyperparameters = self._saved_hyperparameters(state)
-        if walk:
-            self._load_walk(state)  # checks before it changes anything
-        else:
-            self._order, self._position = np.arange(n), n
+        self._load_walk(state)  # checks before it changes anything
         self._adopt(hyperparameters)
         self._rng, self.alpha, self.beta = rng, alpha.copy(), beta.copy()
 
@@ -377,8 +372,6 @@ class GRESOSelector(_Selector):
 
     name = "greso"
     hyperparameters = ("target_zero_variance", "step", "adapt_after_epochs")
-    # A state saved before the first-epoch gate existed adapted from its first batch.
-    _legacy_hyperparameters = {"adapt_after_epochs": 0}
     EXPLORATION_FLOOR = 0.01
     P_RANGE = (0.05, 0.95)
     # 1: the authors' rules (`>=` moves p down; excluded prompts wait); 0: those of states saved without `rules`.
@@ -519,8 +512,7 @@ class GRESOSelector(_Selector):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """
-        Restores a `state_dict()`, with the hyperparameters and rules it was saved with. A state saved before the
-        epoch count existed (no `epoch`) is taken to be in its first epoch, and one without `rules` keeps its rules.
+        Restores a `state_dict()`, with the hyperparameters and rules it was saved with.
         """
         n = self.num_prompts
         rng = self._open(state, {"streak": ((n,), "i"), "last_rate": ((n,), "f"), "order": ((n,), "i")})
@@ -530,7 +522,8 @@ class GRESOSelector(_Selector):
             raise ValueError("state holds p_easy, p_hard or a position out of range; it is corrupted.")
         if np.sort(state["order"]).tolist() != list(range(n)):
             raise ValueError("state['order'] is not a permutation of the prompts; it is corrupted.")
-        epoch, rules = int(state.get("epoch", 0)), int(state.get("rules", 0))
+        state = {**older_states.GRESO_DEFAULTS, **state}
+        epoch, rules = int(state["epoch"]), int(state["rules"])
         if epoch < 0 or rules not in (0, self.RULES):
             raise ValueError(f"state holds epoch {epoch} or rules {rules}; it is corrupted.")
         hyperparameters = self._saved_hyperparameters(state)

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_LOGIT_VARIANCE, PAPER, KGPSConfig
+from ..config import MAX_LOGIT_VARIANCE, KGPSConfig
+from ..engine import older_states
 from ._checks import (
     as_batch_size,
     as_delta_norms,
@@ -35,15 +36,6 @@ STATE_VERSION = 3
 # The calibrated gamma stays within this factor of the configured one.
 _MAX_GAMMA_SCALE = 1e3
 _DEFAULT_GROUP_SIZE = 8
-
-_VERSION_1_DEFAULTS = {
-    "pass_order": np.empty(0, dtype=np.int64),
-    "pass_position": 0,
-    "gamma_scale": 1.0,
-    "drift": 0.0,
-    "group_size_seen": _DEFAULT_GROUP_SIZE,
-    "last_nis": float("nan"),
-}
 
 ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
 
@@ -366,8 +358,8 @@ class KGPSSelector(FromPretrainedMixin):
         float32 sum is not exactly what the filter continues from.
         """
         beliefs = self._filter.state_dict()
-        # In the order of the state format: the filter's beliefs first, its drift among the calibrations, and the
-        # shared filter's factor, `seen` and `unseen_extra` after them.
+        # The beliefs every filter has first; what only one filter holds (the per-prompt filter's drift, the shared
+        # filter's factor, `seen` and `unseen_extra`) after the calibrations.
         return {
             "version": STATE_VERSION,
             "num_prompts": self.num_prompts,
@@ -377,7 +369,6 @@ class KGPSSelector(FromPretrainedMixin):
             "rng_state": self._rng.bit_generator.state,
             **self._pass.state_dict(),
             "gamma_scale": self._gamma_scale,
-            "drift": beliefs.pop("drift"),
             "group_size_seen": self._group_size_seen,
             "last_nis": self.last_nis,
             **beliefs,
@@ -398,13 +389,12 @@ class KGPSSelector(FromPretrainedMixin):
         missing = {"version", "num_prompts", "mean", "variance_base", "variance_offset", "rng_state"} - state.keys()
         if missing:
             raise ValueError(f"state is missing {sorted(missing)}; it was not written by KGPSSelector.state_dict().")
-        if state["version"] not in (1, 2, STATE_VERSION):
+        if state["version"] not in (*older_states.KGPS_STATE_VERSIONS, STATE_VERSION):
             raise ValueError(
                 f"state has version {state['version']!r}, but this trl-kgps reads versions 1 to {STATE_VERSION}. "
                 "Load it with the trl-kgps release that saved it."
             )
-        # Version 1 (trl-kgps 0.1) had only the paper's selector: no pass, no calibration, no drift.
-        state = {**_VERSION_1_DEFAULTS, **state}
+        state = older_states.kgps_state(state)
         if state["num_prompts"] != self.num_prompts:
             raise ValueError(
                 f"state is for {state['num_prompts']!r} prompts, but this selector has {self.num_prompts}. Load a "
@@ -440,19 +430,10 @@ class KGPSSelector(FromPretrainedMixin):
 
     @classmethod
     def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
-        saved = state["config"]
-        # A version-1 state was saved by the paper's selector, before the fields it lacks existed; a version-2 state
-        # by a per-prompt filter, before the shared factor existed.
-        # States of trl-kgps up to 0.3.0.dev record every field of ExperimentalConfig and no class: at their
-        # defaults, a KGPSConfig.
         if state.get("config_class") == ExperimentalConfig.__name__:
-            config = ExperimentalConfig(**saved)
-        elif state.get("version") == 1:
-            config = config_from_fields({**PAPER, **saved})
-        elif state.get("version") == 2:
-            config = config_from_fields({"shared_variance": 0.0, **saved})
+            config = ExperimentalConfig(**state["config"])
         else:
-            config = config_from_fields(saved)
+            config = config_from_fields(older_states.kgps_config_fields(state))
         return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
 
     def __repr__(self) -> str:

@@ -150,7 +150,6 @@ class SharedFilter(PromptBeliefs):
         """The residuals, the shared factor, `seen` and `unseen_extra` under the state format's names."""
         return {
             **self.beliefs_state(),
-            "drift": 0.0,  # the per-prompt filter's `drift`, in the one state format: none here
             **self.factor.state_dict(),
             "seen": self.seen.copy(),
             "unseen_extra": self.unseen_extra,
@@ -166,8 +165,6 @@ class SharedFilter(PromptBeliefs):
                 "state holds no shared factor, but this selector has one (shared_variance > 0): it was saved by a "
                 "per-prompt KGPS. Build the selector with the config it was saved with."
             )
-        if check_scalar("drift", state["drift"]) != 0:
-            raise ValueError(f"state['drift']={state['drift']!r}, but a shared filter has no drift; it is corrupted.")
         factor = SharedFactor.from_state_dict(state, self.num_prompts)
         seen = np.asarray(state["seen"])
         unseen_extra = check_scalar("unseen_extra", state["unseen_extra"])
