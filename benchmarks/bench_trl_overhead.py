@@ -122,7 +122,7 @@ def grpo_run(callback, steps: int, build=word_model, **overrides) -> tuple[list[
         "parameters": [p for p in trainer.model.parameters() if p.requires_grad],
     }
     if callback is not None:
-        seen["snapshots"] = callback.binding.delta.snapshots
+        seen["snapshots"] = callback.adapter.delta.snapshots
     return times, total, seen
 
 

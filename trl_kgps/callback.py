@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING
 from transformers import Trainer, TrainerCallback
 
 from .adapters import trl_private
-from .adapters.async_grpo import AsyncGRPOBinding
-from .adapters.binding import Binding
-from .adapters.grpo import GRPOBinding
+from .adapters.async_grpo import AsyncGRPOAdapter
+from .adapters.grpo import GRPOAdapter
+from .adapters.trainer_adapter import TrainerAdapter
 from .config import KGPSConfig
 from .engine.engine import SelectionEngine
+from .engine.ledger import BatchLedger
 from .engine.protocol import PromptSelector
-from .engine.rounds import Rounds
 from .sampler import KGPSRepeatSampler
 from .selectors import SELECTORS
 
@@ -32,7 +32,7 @@ class KGPSCallback(TrainerCallback):
     Selects the prompts of every generation batch with KGPS: `GRPOTrainer(..., callbacks=[KGPSCallback()])`.
 
     At `on_init_end` it finds the trainer being built on the call stack and binds to it, one trainer per callback;
-    `trainer.add_callback(KGPSCallback(config, trainer=trainer))` binds explicitly. The binding does the work:
+    `trainer.add_callback(KGPSCallback(config, trainer=trainer))` binds explicitly. The adapter does the work:
     `adapters.grpo` for `GRPOTrainer` and `RLOOTrainer`, `adapters.async_grpo` for TRL 1.16's `AsyncGRPOTrainer`.
     Either way the KGPS state (`kgps_state.npz`) is saved with every model the trainer saves, restored on resume,
     and described in the model card; the `kgps/*` metrics reach the trainer's logs (docs/trl.md lists them).
@@ -62,7 +62,7 @@ class KGPSCallback(TrainerCallback):
         self.config = config
         self._selector = selector
         self.trainer: Trainer | None = None
-        self.binding: Binding | None = None  # `GRPOBinding` or `AsyncGRPOBinding`, once attached
+        self.adapter: TrainerAdapter | None = None  # `GRPOAdapter` or `AsyncGRPOAdapter`, once attached
         if trainer is not None:
             self.attach(trainer)
 
@@ -72,8 +72,8 @@ class KGPSCallback(TrainerCallback):
             return self
         if self.trainer is not None:
             raise RuntimeError(_REUSED)
-        binding = AsyncGRPOBinding if AsyncGRPOBinding.fits(trainer) else GRPOBinding
-        self.binding = binding(trainer, self, self.config, self._selector)
+        adapter = AsyncGRPOAdapter if AsyncGRPOAdapter.fits(trainer) else GRPOAdapter
+        self.adapter = adapter(trainer, self, self.config, self._selector)
         self.trainer = trainer
         return self
 
@@ -82,37 +82,37 @@ class KGPSCallback(TrainerCallback):
     @property
     def selector(self) -> "str | PromptSelector | None":
         """The selector in use; until training builds it, what was passed."""
-        return self._selector if self.binding is None else self.binding.selector
+        return self._selector if self.adapter is None else self.adapter.selector
 
     @property
     def sampler(self) -> KGPSRepeatSampler | None:
         """The sampler the data loader draws from (`GRPOTrainer`, `RLOOTrainer`); `None` before training."""
-        return getattr(self.binding, "sampler", None)
+        return getattr(self.adapter, "sampler", None)
 
     @property
     def engine(self) -> SelectionEngine | None:
         """The selection engine that chooses the prompts; `None` before training."""
-        return None if self.binding is None else self.binding.engine
+        return None if self.adapter is None else self.adapter.engine
 
     @property
-    def rounds(self) -> Rounds | None:
+    def ledger(self) -> BatchLedger | None:
         """The engine's bookkeeping (pending batches, counters, observed prompts); `None` before training."""
-        return None if self.binding is None else self.binding.rounds
+        return None if self.adapter is None else self.adapter.ledger
 
     @property
     def coverage(self) -> float:
         """The share of prompts observed at least once; 0 before training."""
-        return 0.0 if self.engine is None else self.rounds.coverage
+        return 0.0 if self.engine is None else self.ledger.coverage
 
     @property
     def rollouts(self) -> int:
         """Completions scored so far, over all ranks: the rollout budget spent."""
-        return 0 if self.binding is None else self.binding.rollouts
+        return 0 if self.adapter is None else self.adapter.rollouts
 
     @property
     def in_warmup(self) -> bool:
         """Until the warmup's last batch is scored: observations initialise means, and no process noise is added."""
-        return self.engine is None or self.rounds.in_warmup
+        return self.engine is None or self.ledger.in_warmup
 
     def difficulty_table(self) -> "datasets.Dataset":
         """This run's per-prompt table (see `trl_kgps.difficulty_table`, which reads a saved run's)."""
@@ -121,7 +121,7 @@ class KGPSCallback(TrainerCallback):
                 "KGPSCallback has no difficulty table before the trainer builds its data loader: call it after "
                 "`trainer.train()`."
             )
-        return self.binding.difficulty_table()
+        return self.adapter.difficulty_table()
 
     # The trainer's events --------------------------------------------------------------------------------------
 
@@ -136,17 +136,17 @@ class KGPSCallback(TrainerCallback):
             raise RuntimeError("KGPSCallback is not attached to a trainer. " + _ATTACH)
         if args is not self.trainer.args:
             raise RuntimeError(_REUSED)
-        self.binding.on_train_begin(args, state, control, **kwargs)
+        self.adapter.on_train_begin(args, state, control, **kwargs)
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        self.binding.on_optimizer_step(args, state, control, **kwargs)
+        self.adapter.on_optimizer_step(args, state, control, **kwargs)
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.binding.on_step_end(args, state, control, **kwargs)
+        self.adapter.on_step_end(args, state, control, **kwargs)
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.binding.on_train_end(args, state, control, **kwargs)
+        self.adapter.on_train_end(args, state, control, **kwargs)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.binding is not None:
-            self.binding.on_log(args, state, control, logs=logs, **kwargs)
+        if self.adapter is not None:
+            self.adapter.on_log(args, state, control, logs=logs, **kwargs)

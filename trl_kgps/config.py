@@ -128,7 +128,7 @@ class Interval(Check):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Gap(Check):
+class Outside(Check):
     """Any value but a number inside `span` (written as for `Interval`); the accepted values are described by `what`."""
 
     span: str
@@ -276,7 +276,7 @@ class KGPSConfig:
             CHECK: Real(
                 minimum=0.0,
                 fix="use a multiple of the batch size such as 16, or 0 to choose among all prompts",
-                then=Gap(
+                then=Outside(
                     span="(0, 1)",
                     what="0 or at least 1 (a multiple of the batch size)",
                     fix="use e.g. 16, or 0 to choose among all prompts",

@@ -5,9 +5,9 @@ from collections.abc import Iterator, Sized
 import numpy as np
 from torch.utils.data import Sampler
 
-from .engine.engine import SelectionEngine
+from .engine.engine import build_engine
+from .engine.ledger import BatchLedger
 from .engine.protocol import PromptSelector
-from .engine.rounds import Rounds, check_batch_size
 from .selectors import KGPSSelector
 
 
@@ -30,8 +30,8 @@ class KGPSRepeatSampler(Sampler[int]):
       batch's first index, so that it uses every observation that exists at that moment.
 
     The sampler owns the layout; `engine` (a `trl_kgps.engine.engine.SelectionEngine`, the same as the asynchronous
-    trainer's) owns the choice and its record, `rounds`: the epoch's batches in order (`rounds.epoch`), and those
-    awaiting rewards (`rounds.pending`) until the trainer has scored them (`rounds.observe`). Pending prompts are not
+    trainer's) owns the choice and its record, `ledger`: the epoch's batches in order (`ledger.epoch`), and those
+    awaiting rewards (`ledger.pending`) until the trainer has scored them (`ledger.observe`). Pending prompts are not
     selected again, since the data loader asks for the next batch before the current one is scored (the lag). Every
     rank builds the same sampler and, fed the same observations, yields the same indices.
 
@@ -66,33 +66,22 @@ class KGPSRepeatSampler(Sampler[int]):
         seed: int = 0,
     ):
         num_prompts = len(data_source)
-        check_batch_size(batch_size, num_prompts, PROMPTS_PER_BATCH)
-        if selector is None:
-            selector = KGPSSelector(num_prompts)
-        elif selector.num_prompts != num_prompts:
-            raise ValueError(
-                f"The selector tracks {selector.num_prompts} prompts but the dataset has {num_prompts}. Build the "
-                "selector with `KGPSSelector(len(train_dataset))`."
-            )
-        if warmup_epochs is None:
-            warmup_epochs = getattr(getattr(selector, "config", None), "warmup_epochs", 0)
-        warmup_batches = warmup_epochs * (num_prompts // batch_size) if batch_size > 0 else 0
-        self.engine = SelectionEngine(selector, batch_size, warmup_batches, seed)
+        selector = KGPSSelector(num_prompts) if selector is None else selector
+        self.engine = build_engine(selector, num_prompts, batch_size, warmup_epochs, seed, PROMPTS_PER_BATCH)
         self.data_source = data_source
         self.mini_repeat_count = mini_repeat_count
         self.batch_size = batch_size
         self.repeat_count = repeat_count
         self.selector = selector
-        self.warmup_epochs = warmup_epochs
         self.seed = seed
         self.num_samples = num_prompts
-        self.engine.rounds.begin_epoch()
+        self.engine.ledger.begin_epoch()
         self._resume_epoch = False  # the next epoch iterated goes on with the epoch restored by `load_state_dict`
 
     @property
-    def rounds(self) -> Rounds:
+    def ledger(self) -> BatchLedger:
         """The engine's bookkeeping: pending batches, counters, prompts observed."""
-        return self.engine.rounds
+        return self.engine.ledger
 
     def set_epoch(self, epoch: int) -> None:
         """Accelerate's data loader calls it each epoch; KGPS counts batches, not epochs, so it ignores it."""
@@ -104,16 +93,16 @@ class KGPSRepeatSampler(Sampler[int]):
     @property
     def warmup_batches(self) -> int:
         """How many generation batches the warmup takes: `warmup_epochs` uniform epochs."""
-        return self.rounds.warmup_batches
+        return self.ledger.warmup_batches
 
     @property
     def batches_chosen(self) -> int:
-        return self.rounds.batches_chosen
+        return self.ledger.batches_chosen
 
     @property
     def times_selected(self) -> np.ndarray:
         """`(N,)` int32: the generation batches each prompt was chosen for, warmup included."""
-        return self.rounds.times_selected
+        return self.ledger.times_selected
 
     def __len__(self) -> int:
         return self.batches_per_epoch * self.batch_size * self.mini_repeat_count * self.repeat_count
@@ -122,11 +111,11 @@ class KGPSRepeatSampler(Sampler[int]):
         # After a resume, the epoch starts with the batches it had chosen before the checkpoint: the trainer skips
         # those it had trained on and trains on the others, which are still pending.
         if not self._resume_epoch:
-            self.rounds.begin_epoch()
+            self.ledger.begin_epoch()
         self._resume_epoch = False
-        epoch = self.rounds.epoch
+        epoch = self.ledger.epoch
         for position in range(self.batches_per_epoch):
-            batch = epoch[position].indices if position < len(epoch) else self.rounds.choose()
+            batch = epoch[position].indices if position < len(epoch) else self.ledger.choose()
             # e.g. batch [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
             for _ in range(self.repeat_count):
                 for index in batch.tolist():
@@ -142,16 +131,16 @@ class KGPSRepeatSampler(Sampler[int]):
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
         """
-        The rounds' `state_dict()`: batches chosen, scored, pending with their predictions, lags and selection times,
+        The ledger's `state_dict()`: batches chosen, scored, pending with their predictions, lags and selection times,
         prompts observed and chosen, the last epoch's worth of batches scored, and this epoch's batches,
         `epoch_batches` `(batches, batch_size)` int64.
         """
-        return self.rounds.state_dict()
+        return self.ledger.state_dict()
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
         """
         Restores a `state_dict()`, or raises `ValueError` before changing anything; the next epoch iterated starts
         by replaying the saved epoch's batches.
         """
-        self.rounds.load_state_dict(state)
+        self.ledger.load_state_dict(state)
         self._resume_epoch = True

@@ -29,7 +29,7 @@ class NormSpy(TrainerCallback):
         self.kgps, self.norms = kgps, []
 
     def on_train_begin(self, args, state, control, **kwargs):
-        delta = self.kgps.binding.delta
+        delta = self.kgps.adapter.delta
         step = delta.step
 
         def spy():
@@ -60,7 +60,7 @@ def main(out_dir):
     out = {"norms": norms.norms, "steps": trainer.state.global_step}
     if rank == 0:
         out.update(
-            batches_scored=kgps.rounds.batches_scored,
+            batches_scored=kgps.ledger.batches_scored,
             mean=kgps.selector.mean.tolist(),
             logged=sorted({key for entry in trainer.state.log_history for key in entry if key.startswith("kgps/")}),
         )

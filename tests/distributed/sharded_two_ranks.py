@@ -120,7 +120,7 @@ def main(engine, model_dir, out_dir, mode, device="cpu"):
         "parameters": len(shares),
         "partitioned": sum(local < numel for local, numel in shares),
         "share": sum(local for local, _ in shares) / sum(numel for _, numel in shares),
-        "device": str(kgps.binding.delta.snapshots[0].device),
+        "device": str(kgps.adapter.delta.snapshots[0].device),
         "batches": kgps.batches,
         "delta_norms": [e["kgps/delta_norm"] for e in trainer.state.log_history if "kgps/delta_norm" in e],
         "oracle": oracle.norms,

@@ -62,8 +62,8 @@ def test_grpo_in_bf16_with_the_default_selector(tmp_path, tokenizer):
     )
     trainer.train()
     assert next(trainer.model.parameters()).device.type == "cuda"
-    assert all(snapshot.device.type == "cuda" for snapshot in kgps.binding.delta.snapshots)
-    assert kgps.rounds.batches_scored == 8 and kgps.coverage > 0
+    assert all(snapshot.device.type == "cuda" for snapshot in kgps.adapter.delta.snapshots)
+    assert kgps.ledger.batches_scored == 8 and kgps.coverage > 0
     norms = [log["kgps/delta_norm"] for log in trainer.state.log_history if "kgps/delta_norm" in log]
     assert len(norms) == 8 and all(math.isfinite(n) for n in norms) and max(norms) > 0
 
@@ -82,7 +82,7 @@ def test_grpo_with_lora_in_bf16_measures_the_adapters_only(tmp_path, tokenizer):
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"),
     )
     trainer.train()
-    tracked = kgps.binding.delta.parameters
+    tracked = kgps.adapter.delta.parameters
     assert tracked and all("lora_" in name for name, p in trainer.model.named_parameters() if p.requires_grad)
     assert sum(p.numel() for p in tracked) == sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     # A step whose groups all tie has no gradient; Adam's momentum moves the adapters after the first that does.

@@ -92,7 +92,7 @@ class SpyKGPS(KGPSCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)  # the data loader and its sampler exist by now
-        rounds = self.sampler.rounds
+        rounds = self.sampler.ledger
         if "choose" not in vars(rounds):  # not spied on yet
             choose = rounds.choose
 

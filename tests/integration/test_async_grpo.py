@@ -66,7 +66,7 @@ class EngineLog(TrainerCallback):
         self.ops, self.handed, self.loaded = [], [], None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        engine, service = self.kgps.engine, self.kgps.binding.service
+        engine, service = self.kgps.engine, self.kgps.adapter.service
         self.loaded = snapshot(engine)
         choose, observe, predict, hand = engine.choose, engine.observe, engine.predict, service.choose
 
@@ -92,7 +92,7 @@ class EngineLog(TrainerCallback):
 
 
 def snapshot(engine):
-    return engine.selector.state_dict(), engine.rounds.state_dict()
+    return engine.selector.state_dict(), engine.ledger.state_dict()
 
 
 def assert_same_state(actual, expected):
@@ -128,7 +128,7 @@ def replay(engine, ops):
             np.testing.assert_array_equal(engine.choose(), op[1])
         elif op[0] == "observe":
             # batches finish in any order: the record is named, as the selection service names it
-            chosen = next(p for p in engine.rounds.pending if np.array_equal(p.indices, op[1]))
+            chosen = next(p for p in engine.ledger.pending if np.array_equal(p.indices, op[1]))
             engine.observe(op[1], op[2], op[3], chosen=chosen)
         else:
             engine.predict(op[1])
@@ -180,7 +180,7 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
     scored = collections.Counter(groups_scored_by_the_worker(rewards))
     assert fed and not fed - scored
     # The groups scored and not fed are those of the batches still in flight when training ended.
-    in_flight = kgps.binding.service.in_flight.values()
+    in_flight = kgps.adapter.service.in_flight.values()
     assert sum((scored - fed).values()) == sum(r is not None for batch in in_flight for r in batch.rewards)
     assert all((op[3] == G).all() for op in log.ops if op[0] == "observe")
     # One norm a weight sync (every step), widening beliefs once the warmup (none) is over.
@@ -192,7 +192,7 @@ def test_deterministic_run_the_state_is_a_replay_of_the_groups_it_observed(tmp_p
     # The model card gets its KGPS section, with this run's rounds.
     trainer.create_model_card()
     card = (Path(trainer.args.output_dir) / "README.md").read_text()
-    assert "## KGPS" in card and f"{kgps.rounds.batches_scored}" in card
+    assert "## KGPS" in card and f"{kgps.ledger.batches_scored}" in card
 
 
 @supported
@@ -235,7 +235,7 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     scored = [i for i, _ in groups]
     assert scored != handed[: len(scored)]  # out of order
     assert collections.Counter(scored) <= collections.Counter(handed)
-    rounds = kgps.rounds
+    rounds = kgps.ledger
     chosen = [op[1] for op in log.ops if op[0] == "choose"]
     fed = [tuple(op[1]) for op in log.ops if op[0] == "observe"]
     assert len(fed) == rounds.batches_scored > 0
@@ -245,16 +245,16 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     outcomes = collections.Counter((int(i), int(s)) for op in log.ops if op[0] == "observe" for i, s in zip(*op[1:3]))
     waiting = collections.Counter(
         int(flight.indices[position])
-        for flight in kgps.binding.service.in_flight.values()
+        for flight in kgps.adapter.service.in_flight.values()
         for position, reward in enumerate(flight.rewards)
         if reward is not None
     )
     assert not outcomes - collections.Counter(groups)
     assert collections.Counter(i for i, _ in outcomes.elements()) + waiting == collections.Counter(scored)
     assert rounds.batches_chosen == len(chosen) and rounds.times_selected.sum() == len(chosen) * B
-    assert len(rounds.pending) == len(chosen) - len(fed) == len(kgps.binding.service.in_flight)
+    assert len(rounds.pending) == len(chosen) - len(fed) == len(kgps.adapter.service.in_flight)
     assert kgps.rollouts == len(fed) * B * G
-    assert kgps.binding.service.error is None
+    assert kgps.adapter.service.error is None
     assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine(selector, dataset), log.ops)))
 
 
@@ -266,7 +266,7 @@ def test_groups_whose_samples_the_trainer_drops_as_stale_still_reach_the_selecto
     dropped = sum(entry.get("sample/dropped_stale_total", 0) for entry in trainer.state.log_history)
     assert dropped > 0
     fed = sum(len(op[1]) for op in log.ops if op[0] == "observe")
-    in_flight = sum(r is not None for batch in kgps.binding.service.in_flight.values() for r in batch.rewards)
+    in_flight = sum(r is not None for batch in kgps.adapter.service.in_flight.values() for r in batch.rewards)
     assert fed + in_flight == len(groups_scored_by_the_worker(rewards))
 
 
@@ -471,7 +471,7 @@ def test_the_warmup_of_the_callbacks_config_runs_under_both_trainers(tmp_path):
     config = KGPSConfig.paper(delta_norm_sample=1.0)
     _, kgps, log, dataset, _ = train(tmp_path / "async", selector="mopps", config=config, max_steps=12)
     _, spy = grpo_trainer(tmp_path / "sync", config, "mopps", max_steps=12)
-    for rounds, warmup in ((kgps.rounds, log.handed[:12]), (spy.rounds, spy.batches[:12])):
+    for rounds, warmup in ((kgps.ledger, log.handed[:12]), (spy.ledger, spy.batches[:12])):
         assert rounds.warmup_batches == 12
         assert sorted(np.concatenate(warmup).tolist()) == list(range(len(dataset)))
 

@@ -53,7 +53,7 @@ def test_the_best_model_is_saved_with_its_checkpoints_kgps_state_and_a_log_line(
     assert saved.read_bytes() == (best / state_file.STATE_FILE).read_bytes()
     _, meta = state_file.load(str(saved))
     assert meta["trainer"]["global_step"] == 2 and meta["batches_scored"] == 2
-    assert kgps.rounds.batches_scored == 6  # the callback still holds the run's last beliefs
+    assert kgps.ledger.batches_scored == 6  # the callback still holds the run's last beliefs
     lines = [r.getMessage() for r in caplog.records if "load_best_model_at_end" in r.getMessage()]
     assert len(lines) == 1 and f"the state of {best}" in lines[0] and "this run's last step (6)" in lines[0]
     # The model card says whose state lies beside the model, and that its rounds are the whole run's.

@@ -47,7 +47,7 @@ def test_a_run_sharing_by_level_resumes_exactly_and_reports_its_groups(tmp_path,
         np.testing.assert_equal(second.selector.state_dict()[name], value, err_msg=name)
 
     # The group of each prompt, read by its dataset index: prompt i is in level i % 3.
-    np.testing.assert_array_equal(selector.shared.design.cell, np.arange(12) % 3)
+    np.testing.assert_array_equal(selector.shared.design.row_of, np.arange(12) % 3)
     logged = {key for record in straight_trainer.state.log_history for key in record}
     assert {f"kgps/group/level=L{j}/predicted_success" for j in range(3)} | {"kgps/residual_prior"} <= logged
     assert {f"kgps/group/level=L{j}/batch_share" for j in range(3)} <= logged
@@ -140,7 +140,7 @@ def test_the_one_line_shares_by_the_level_it_finds_never_the_answer_and_says_so(
     with caplog.at_level(logging.WARNING, logger="trl_kgps"):
         trainer.train()
     assert kgps.selector.config.feature_columns == ["level"]
-    np.testing.assert_array_equal(kgps.selector.shared.design.cell, np.arange(12) % 3)
+    np.testing.assert_array_equal(kgps.selector.shared.design.row_of, np.arange(12) % 3)
     said = (
         "KGPS shares what it learns across prompts by `level` (3 values) (not read: `prompt`: the model's input; "
         "`idx`: the reward function answer_reward reads it; `answer`: the reward function answer_reward reads it)"
@@ -176,7 +176,7 @@ def test_the_one_line_never_shares_by_a_column_a_reward_reads_through_kwargs(tmp
     )
     trainer.train()
     assert kgps.selector.config.feature_columns == ["level"]
-    assert kgps.binding.metadata.skipped["solution"] == (
+    assert kgps.adapter.metadata.skipped["solution"] == (
         "the reward function kwargs_reward takes **kwargs and names it in its code"
     )
 
@@ -189,7 +189,7 @@ def test_a_dataset_formatted_for_pandas_trains_as_it_does_unformatted(tmp_path, 
     _, expected = run(tmp_path / "plain", tokenizer, plain, config=config)
     _, got = run(tmp_path / "pandas", tokenizer, formatted, config=config)
     assert got.selector.config.feature_columns == ["level"] and got.batches == expected.batches
-    np.testing.assert_array_equal(got.selector.shared.design.cell, np.arange(12) % 3)
+    np.testing.assert_array_equal(got.selector.shared.design.row_of, np.arange(12) % 3)
 
 
 def test_a_run_that_read_no_column_resumes_with_the_config_its_refusal_names(tmp_path, tokenizer):

@@ -1,4 +1,4 @@
-"""KGPS inside the real GRPOTrainer on a tiny model: attribution, the filter's state, lag, binding."""
+"""KGPS inside the real GRPOTrainer on a tiny model: attribution, the filter's state, lag, attaching."""
 
 import logging
 import warnings
@@ -165,7 +165,7 @@ def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp
     reference = replay(logged, 16, kgps.sampler.warmup_batches, DEFAULT)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
-    assert len(set(rows["prompt"])) == 4 and kgps.rounds.batches_scored == 12
+    assert len(set(rows["prompt"])) == 4 and kgps.ledger.batches_scored == 12
     assert trainer.train_dataset is rows, "the user's dataset is left as it was"
 
 
@@ -240,7 +240,7 @@ def test_a_trainer_argument_kgps_cannot_honour_is_refused_with_the_reason(
 def test_remove_unused_columns_set_after_the_trainer_is_built_is_refused_before_the_first_batch(
     tmp_path, model, tokenizer
 ):
-    # Set on the arguments once the binding had checked them, it used to surface at step 1 as a collator's fault.
+    # Set on the arguments once the adapter had checked them, it used to surface at step 1 as a collator's fault.
     def reads_no_column(completions, **kwargs):
         return [1.0] * len(completions)
 
@@ -296,7 +296,7 @@ def test_an_infinite_reward_stops_training_before_kgps_counts_it(tmp_path, model
     )
     with pytest.raises(ValueError, match=r"The reward function 'reward' returned inf for completion \d+ .*finite"):
         trainer.train()
-    assert kgps.rounds.batches_scored == 0 and (kgps.selector.mean == 0).all()
+    assert kgps.ledger.batches_scored == 0 and (kgps.selector.mean == 0).all()
 
 
 def test_pool_smaller_than_a_generation_batch_is_refused(tmp_path, model, tokenizer):
@@ -351,7 +351,7 @@ def test_missing_rewards_do_not_count_toward_k(tmp_path, model, tokenizer):
     # Prompts without any reward were never observed: only the factor the pool shares moved their beliefs.
     shared_mean = kgps.selector.shared.moments(np.array([0, 1]))[0]
     np.testing.assert_allclose(kgps.selector.mean[[0, 1]], shared_mean, rtol=1e-6, atol=1e-6)
-    assert not kgps.rounds.observed[[0, 1]].any() and kgps.rounds.observed[2:].all()
+    assert not kgps.ledger.observed[[0, 1]].any() and kgps.ledger.observed[2:].all()
 
 
 def test_rewards_that_are_all_none_give_one_warning_from_kgps(tmp_path, model, tokenizer):
@@ -363,7 +363,7 @@ def test_rewards_that_are_all_none_give_one_warning_from_kgps(tmp_path, model, t
         trainer.train()
     ours = [w for w in caught if "KGPS observed no reward" in str(w.message)]
     assert len(ours) == 1 and "returned None for every completion" in str(ours[0].message)
-    assert not kgps.rounds.observed.any()
+    assert not kgps.ledger.observed.any()
 
 
 def test_a_callback_passed_to_a_second_trainer_raises_with_the_fix(tmp_path, model, tokenizer):
@@ -395,7 +395,7 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
     reference = replay(events, 16, kgps.sampler.warmup_batches)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
-    assert kgps.rounds.batches_scored == 11 and len(kgps.rounds.pending) >= 1
+    assert kgps.ledger.batches_scored == 11 and len(kgps.ledger.pending) >= 1
 
 
 @pytest.mark.parametrize(
@@ -415,9 +415,9 @@ def test_an_unknown_selector_name_is_refused():
 
 def test_a_second_train_call_continues_without_a_skipped_batch_warning(tmp_path, model, tokenizer, caplog):
     trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=4)
-    assert len(kgps.rounds.pending) == 1  # chosen ahead while the last batch trained, never generated
+    assert len(kgps.ledger.pending) == 1  # chosen ahead while the last batch trained, never generated
     trainer.args.max_steps = 8
     with caplog.at_level(logging.WARNING, logger="trl_kgps"):
         trainer.train()
     assert not [record for record in caplog.records if "skipped" in record.getMessage()]
-    assert kgps.rounds.batches_scored == 4 + 8  # a second train() starts again at step 0
+    assert kgps.ledger.batches_scored == 4 + 8  # a second train() starts again at step 0

@@ -78,7 +78,7 @@ def test_model_card_has_the_kgps_section_and_tags(saved):
     assert card.text.index("## KGPS") < card.text.index("## Citations"), "the section sits above the citations"
     sampler = kgps.sampler
     assert sampler.batches_chosen > sampler.warmup_batches
-    scored, ahead = kgps.rounds.batches_scored, sampler.batches_chosen - kgps.rounds.batches_scored
+    scored, ahead = kgps.ledger.batches_scored, sampler.batches_chosen - kgps.ledger.batches_scored
     assert sampler.warmup_batches == 0  # CONFIG has the default's: no warmup
     warmup = "all chosen by the selector"
     assert (

@@ -198,11 +198,11 @@ def test_a_dataset_of_the_same_length_with_other_prompts_or_order_is_refused(tmp
     with pytest.raises(ValueError, match=reason + r".*resume with the dataset, batch size and selector it was saved"):
         trainer.train(resume_from_checkpoint=str(checkpoint))
     # Refused before anything changed: no batch was scored, no belief moved, and the checkpoint is as it was.
-    assert kgps.rounds.batches_scored == 0 and (kgps.selector.mean == 0).all()
+    assert kgps.ledger.batches_scored == 0 and (kgps.selector.mean == 0).all()
     assert (checkpoint / "kgps_state.npz").read_bytes() == saved
     # The same prompts in the saved order resume.
     resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(checkpoint))
-    assert resumed.rounds.batches_scored > 0
+    assert resumed.ledger.batches_scored > 0
 
 
 def test_state_of_another_generation_batch_size_names_what_sets_it(tmp_path, tokenizer):
@@ -220,7 +220,7 @@ def test_resume_inside_a_batch_does_not_count_its_regenerated_rewards(tmp_path, 
     straight = run(tmp_path / "straight", tokenizer, num_prompts, args)
     run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=3)
     resumed = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(tmp_path / "split" / "checkpoint-3"))
-    assert resumed.rounds.batches_scored == straight.rounds.batches_scored == 4
+    assert resumed.ledger.batches_scored == straight.ledger.batches_scored == 4
 
 
 def refused_before_anything_changed(tmp_path, tokenizer, checkpoint, args, match, dataset=None, config=None):
@@ -239,7 +239,7 @@ def refused_before_anything_changed(tmp_path, tokenizer, checkpoint, args, match
     )
     with pytest.raises(ValueError, match=match) as refused:
         trainer.train(resume_from_checkpoint=str(checkpoint))
-    assert kgps.rounds.batches_scored == 0 and (kgps.selector.mean == 0).all()
+    assert kgps.ledger.batches_scored == 0 and (kgps.selector.mean == 0).all()
     assert (state.read_bytes() if state.is_file() else None) == saved
     return str(refused.value)
 
@@ -276,7 +276,7 @@ def test_rows_that_share_a_prompt_reordered_are_refused(tmp_path, tokenizer):
     resumed = run(
         tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), dataset=answers(range(6))
     )
-    assert resumed.rounds.batches_scored > 0
+    assert resumed.ledger.batches_scored > 0
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ def test_lora_measures_the_adapters_only(tmp_path, model, tokenizer):
     )
     trainable = [name for name, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in name for name in trainable)
-    assert len(kgps.binding.delta.parameters) == len(trainable)
+    assert len(kgps.adapter.delta.parameters) == len(trainable)
     oracle = [e[1] for e in events if e[0] == "norm"]
     logged = [entry["kgps/delta_norm"] for entry in trainer.state.log_history if "kgps/delta_norm" in entry]
     np.testing.assert_allclose(logged, oracle, rtol=1e-9)

@@ -41,10 +41,10 @@ def test_a_second_train_on_other_rows_starts_afresh_and_says_so(tmp_path, model,
     )
     assert kgps.selector is not first and kgps.selector.num_prompts == num_prompts
     # Two steps of two prompts each: at most 4 of the new rows observed, as in a new run.
-    assert kgps.rounds.batches_scored == 2 and kgps.coverage <= 4 / num_prompts
+    assert kgps.ledger.batches_scored == 2 and kgps.coverage <= 4 / num_prompts
     table = kgps.difficulty_table()
     assert table["prompt"] == stage_two["prompt"]
-    assert sum(table["times_selected"]) == 2 * kgps.rounds.batches_chosen <= 2 * 3
+    assert sum(table["times_selected"]) == 2 * kgps.ledger.batches_chosen <= 2 * 3
     # What the next save records is the new rows' run.
     trainer.save_model(str(tmp_path / "stage_two"))
     _, meta = state_file.load(str(tmp_path / "stage_two" / state_file.STATE_FILE))
@@ -55,7 +55,7 @@ def test_a_second_train_on_the_same_rows_loaded_again_keeps_the_beliefs(tmp_path
     trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=4, config=CONFIG)
     selector, mean = kgps.selector, kgps.selector.mean.copy()
     assert train_again(trainer, prompt_dataset(16), 2, caplog) == []  # another object, the same rows
-    assert kgps.selector is selector and kgps.rounds.batches_scored == 4 + 2
+    assert kgps.selector is selector and kgps.ledger.batches_scored == 4 + 2
     assert not np.array_equal(kgps.selector.mean, mean)
 
 
@@ -63,7 +63,7 @@ def test_a_second_train_on_the_same_rows_loaded_again_keeps_the_beliefs(tmp_path
 def test_a_selector_instance_is_refused_on_other_rows_with_the_fix(tmp_path, model, tokenizer, num_prompts):
     instance = KGPSSelector(16, CONFIG)
     trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=4, config=CONFIG, selector=instance)
-    mean, scored = instance.mean.copy(), kgps.rounds.batches_scored
+    mean, scored = instance.mean.copy(), kgps.ledger.batches_scored
     trainer.train_dataset = prompt_dataset(16 + num_prompts).select(range(16, 16 + num_prompts))
     with pytest.raises(ValueError) as refused:
         trainer.train()
@@ -73,5 +73,5 @@ def test_a_selector_instance_is_refused_on_other_rows_with_the_fix(tmp_path, mod
     assert "build the callback with a selector name, e.g. KGPSCallback(config)" in message
     assert "KGPSSelector(len(train_dataset))" not in message
     # Refused before anything changed.
-    assert kgps.selector is instance and kgps.rounds.batches_scored == scored
+    assert kgps.selector is instance and kgps.ledger.batches_scored == scored
     np.testing.assert_array_equal(instance.mean, mean)

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import integrate, stats
 
 from trl_kgps.selectors._binomial import posterior_moments
-from trl_kgps.selectors.shared import pseudo_observations
+from trl_kgps.selectors.shared_factor import pseudo_observations
 
 
 def sigmoid(x: float) -> float:

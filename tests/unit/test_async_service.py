@@ -38,9 +38,9 @@ def test_groups_in_any_order_reach_the_selector_as_their_batch_with_the_rewards_
     s = {indices[0]: 1, indices[1]: 4, indices[2]: 0}
     for position in (2, 0):  # out of order, the batch not yet complete: nothing observed
         served.observe(batch_id, position, indices[position], 3, rewards(s[indices[position]]))
-        assert served.engine.rounds.batches_scored == 0 and served.metrics_queue.empty()
+        assert served.engine.ledger.batches_scored == 0 and served.metrics_queue.empty()
     served.observe(batch_id, 1, indices[1], 4, rewards(s[indices[1]]))
-    assert served.engine.rounds.batches_scored == 1 and not served.engine.rounds.pending
+    assert served.engine.ledger.batches_scored == 1 and not served.engine.ledger.pending
     reference.update(np.array(indices), np.array([s[i] for i in indices]), np.full(B, G))
     np.testing.assert_array_equal(served.engine.selector.mean, reference.mean)
     np.testing.assert_array_equal(served.engine.selector.variance, reference.variance)
@@ -60,7 +60,7 @@ def test_a_group_counted_twice_or_never_handed_out_is_refused_before_anything_ch
         served.observe(batch_id, 1, indices[2], 0, rewards(3))  # not the prompt at that position
     with pytest.raises(RuntimeError, match="batch 7"):
         served.observe(7, 0, indices[0], 0, rewards(3))
-    assert served.in_flight[batch_id].rewards[0][:, 0].sum() == 2 and served.engine.rounds.batches_scored == 0
+    assert served.in_flight[batch_id].rewards[0][:, 0].sum() == 2 and served.engine.ledger.batches_scored == 0
 
 
 def test_a_restart_hands_out_the_pending_batches_first_then_chooses():
@@ -70,7 +70,7 @@ def test_a_restart_hands_out_the_pending_batches_first_then_chooses():
     assert not served.in_flight
     assert [served.choose()[1], served.choose()[1]] == [first, second]
     third = served.choose()[1]
-    assert not set(third) & set(first + second) and served.engine.rounds.batches_chosen == 3
+    assert not set(third) & set(first + second) and served.engine.ledger.batches_chosen == 3
 
 
 def test_the_worker_talks_to_the_service_over_its_connection_and_learns_of_its_failure():
@@ -89,7 +89,7 @@ def test_the_worker_talks_to_the_service_over_its_connection_and_learns_of_its_f
             worker.send(("choose",))
             kind, message = worker.recv()
         assert kind == "error" and "already counted" in message
-        assert served.engine.rounds.batches_scored == 1
+        assert served.engine.ledger.batches_scored == 1
         with pytest.raises(RuntimeError, match="KGPS's selection engine failed"):
             served.raise_error()
     finally:

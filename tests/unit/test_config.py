@@ -6,7 +6,7 @@ import re
 import pytest
 
 from trl_kgps import KGPSConfig
-from trl_kgps.config import CHECK, Gap, Integer, Interval, Names, OneOf, Real, check_fields
+from trl_kgps.config import CHECK, Integer, Interval, Names, OneOf, Outside, Real, check_fields
 from trl_kgps.selectors.experimental import EXPERIMENTAL_DEFAULTS, ExperimentalConfig, experimental
 
 
@@ -211,7 +211,7 @@ def refused(check, metadata):
         low, high = _bounds(check.span)
         ends = [low] * (check.span[0] == "(") + [high] * (check.span[-1] == ")")
         return [(value, f"lie in {check.span}") for value in (low - 1, high + 1, math.nan, "0.5", *ends, *none)]
-    if isinstance(check, Gap):
+    if isinstance(check, Outside):
         return [(sum(_bounds(check.span)) / 2, f"be {check.what}")]
     if isinstance(check, Names):
         return [(value, f"be {check.what}") for value in ("", 3, *([["a", "a"], ["a", ""], ("a", 3)] * check.many))]
@@ -278,7 +278,7 @@ def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
         rate: float | None = dataclasses.field(
             default=None,
             metadata={
-                CHECK: Real(minimum=2.0, optional=True, fix="use 2", then=Gap(span="[3, 4)", what="x", fix="no"))
+                CHECK: Real(minimum=2.0, optional=True, fix="use 2", then=Outside(span="[3, 4)", what="x", fix="no"))
             },
         )
         share: float = dataclasses.field(default=0.5, metadata={CHECK: Interval(span="(0, 1)", fix="Use a share")})

@@ -257,7 +257,7 @@ def test_group_size_follows_the_observations_unless_configured():
 
 
 def test_recent_batches_match_a_brute_force_count_over_the_window():
-    from trl_kgps.engine.rounds import RecentBatches
+    from trl_kgps.engine.ledger import RecentBatches
 
     rng = np.random.default_rng(6)
     recent, history = RecentBatches(50, window=5), []

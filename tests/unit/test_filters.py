@@ -10,7 +10,7 @@ from reference import DenseKalman, ScalarKGPS, posterior_by_quadrature
 from scipy import integrate, stats
 
 from trl_kgps.selectors.per_prompt import PerPromptFilter
-from trl_kgps.selectors.shared import design
+from trl_kgps.selectors.shared_factor import design
 from trl_kgps.selectors.shared_filter import SharedFilter
 
 
@@ -72,11 +72,11 @@ def test_the_drift_moves_every_prompt_by_its_share_of_the_batch_s_mean_change():
 @pytest.mark.parametrize("noise_share", [0.0, 0.5, 1.0])
 def test_the_shared_filter_is_the_exact_joint_filter_after_one_batch(noise_share):
     # From a factorised belief, one batch: every prompt's mean, the shared factor's moments and the variance of every
-    # prompt the batch did not hold are the exact joint posterior's (shared.py says why an observed prompt's is not).
+    # prompt the batch did not hold are the exact joint posterior's (shared_factor.py says why an observed prompt's is not).
     level = np.repeat(np.arange(4), 10)
     rows = design(level.size, {"level": level})
     shared = SharedFilter(rows, 1.0, 0.7, noise_share, residual_adaptation=0.0)
-    dense = DenseKalman(rows.rows[rows.cell], 1.0, 0.7)
+    dense = DenseKalman(rows.rows[rows.row_of], 1.0, 0.7)
     shared.predict(0.4)
     dense.predict(noise_share * 0.4, (1 - noise_share) * 0.4)
     np.testing.assert_allclose(shared.variance, dense.moments()[1], rtol=1e-6)  # each logit variance grew by Q

@@ -12,7 +12,7 @@ from trl_kgps.sampler import KGPSRepeatSampler
 
 def score_oldest(sampler, successes=(1, 0, 2), trials=(2, 2, 2)):
     """The trainer scored the oldest pending batch."""
-    return sampler.rounds.observe(sampler.rounds.pending[0].indices, successes, trials)
+    return sampler.ledger.observe(sampler.ledger.pending[0].indices, successes, trials)
 
 
 def blocks(indices, batch_size, mini, repeat):
@@ -42,14 +42,14 @@ def test_warmup_is_a_permutation_then_the_selector_chooses_with_pending_excluded
     sampler = KGPSRepeatSampler(range(12), mini_repeat_count=2, batch_size=3, selector=selector, warmup_epochs=1)
     warmup = blocks(list(sampler), 3, 2, 1)
     assert sorted(np.concatenate(warmup).tolist()) == list(range(12))
-    assert len(sampler.rounds.pending) == 4
+    assert len(sampler.ledger.pending) == 4
     for _ in range(4):
         score_oldest(sampler)
     iterator = iter(sampler)
     first = [next(iterator) for _ in range(6)]  # batch 1 chosen, not scored
     second = [next(iterator) for _ in range(6)]  # batch 2 chosen while batch 1 is pending
     assert not set(first) & set(second)
-    assert sampler.batches_chosen == 6 and len(sampler.rounds.pending) == 2
+    assert sampler.batches_chosen == 6 and len(sampler.ledger.pending) == 2
 
 
 def test_a_pool_too_small_for_the_exclusion_warns_once_and_selects_anyway():
@@ -73,8 +73,8 @@ def test_state_round_trip_replays_the_epoch_so_far():
     score_oldest(original)
     restored = make()
     restored.load_state_dict(original.state_dict())
-    assert [b.indices.tolist() for b in restored.rounds.pending] == [
-        b.indices.tolist() for b in original.rounds.pending
+    assert [b.indices.tolist() for b in restored.ledger.pending] == [
+        b.indices.tolist() for b in original.ledger.pending
     ]
     replayed = list(restored)
     assert replayed[:12] == head, "the resumed epoch starts with the batches chosen before the checkpoint"
@@ -107,7 +107,7 @@ def test_times_selected_counts_every_batch_chosen_warmup_included_and_round_trip
     chosen = []
     for _ in range(3):  # a warmup epoch of two batches (the tail prompt dropped), then two epochs chosen by KGPS
         chosen += blocks(list(sampler), 3, 2, 1)
-        while sampler.rounds.pending:
+        while sampler.ledger.pending:
             score_oldest(sampler)
     assert sampler.times_selected.dtype == np.int32
     np.testing.assert_array_equal(sampler.times_selected, np.bincount(np.concatenate(chosen), minlength=7))

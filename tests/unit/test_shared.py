@@ -1,5 +1,5 @@
 """
-The shared factor (`trl_kgps.selectors.shared`) against the exact joint Kalman filter with a dense covariance over
+The shared factor (`trl_kgps.selectors.shared_factor`) against the exact joint Kalman filter with a dense covariance over
 the shared factor and every residual, and its feature rows against their definition.
 """
 
@@ -8,7 +8,7 @@ import pytest
 from reference import DenseKalman, gauss_hermite_utility
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.selectors.shared import SharedFactor, design
+from trl_kgps.selectors.shared_factor import SharedFactor, design
 
 
 def _pool(num_groups=4, per_group=10):
@@ -28,7 +28,7 @@ def test_one_batch_from_the_prior_matches_the_exact_joint_filter():
     level, rows = _pool()
     N = level.size
     factor = SharedFactor(rows, variance=1.0)
-    dense = DenseKalman(rows.rows[rows.cell], 1.0, 0.7)
+    dense = DenseKalman(rows.rows[rows.row_of], 1.0, 0.7)
     m, P = np.zeros(N), np.full(N, 0.7)
     batch = np.array([0, 3, 11, 25, 26, 27])
     y, R = np.array([1.5, 0.5, -1.0, 2.0, 1.0, 1.7]), np.array([0.4, 0.5, 0.3, 0.6, 0.4, 0.5])
@@ -61,7 +61,7 @@ def test_every_update_with_many_groups_is_the_exact_joint_update():
         P += 0.05
         batch = rng.choice(N, 40, replace=False)
         y, R = rng.normal(0, 1.5, 40), rng.uniform(0.2, 1.0, 40)
-        joint = DenseKalman(rows.rows[rows.cell[batch]], 1.0, 1.0)
+        joint = DenseKalman(rows.rows[rows.row_of[batch]], 1.0, 1.0)
         joint.x[:154], joint.x[154:] = factor.mu, m[batch]
         joint.C = np.zeros_like(joint.C)
         joint.C[:154, :154], joint.C[154:, 154:] = factor.Sigma, np.diag(P[batch])
@@ -131,7 +131,7 @@ def test_over_a_run_the_mean_field_filter_stays_close_to_the_exact_joint_filter(
     N = level.size
     config = KGPSConfig(feature_columns=["level"], shared_variance=1.0, initial_variance=1.0, residual_adaptation=0.0)
     selector = KGPSSelector(N, config, features={"level": level})
-    dense = DenseKalman(rows.rows[rows.cell], 1.0, 1.0)
+    dense = DenseKalman(rows.rows[rows.row_of], 1.0, 1.0)
     truth = np.array([-2.0, -0.5, 0.5, 2.0])[level] + rng.normal(0, 0.8, N)
     gaps, ratios, errors = [], [], []
     for _ in range(60):
@@ -158,10 +158,10 @@ def test_rows_of_categorical_features_are_an_intercept_and_one_indicator_per_col
     rows = design(4, {"level": [1, 2, 1, 2], "type": ["a", "a", "b", "a"]})
     assert rows.num_cells == 3 and rows.dimension == 1 + 2 + 2
     np.testing.assert_allclose(np.linalg.norm(rows.rows, axis=1), 1.0)
-    z = rows.rows[rows.cell] * np.sqrt(3)
+    z = rows.rows[rows.row_of] * np.sqrt(3)
     np.testing.assert_array_equal(z, [[1, 1, 0, 1, 0], [1, 0, 1, 1, 0], [1, 1, 0, 0, 1], [1, 0, 1, 1, 0]])
-    assert rows.names[rows.cell[2]] == "level=1, type=b"
-    np.testing.assert_array_equal(design(3).rows[design(3).cell], np.ones((3, 1)))
+    assert rows.names[rows.row_of[2]] == "level=1, type=b"
+    np.testing.assert_array_equal(design(3).rows[design(3).row_of], np.ones((3, 1)))
 
 
 def test_an_embedding_gives_each_prompt_its_unit_direction_beside_the_intercept():
@@ -169,7 +169,7 @@ def test_an_embedding_gives_each_prompt_its_unit_direction_beside_the_intercept(
     rows = design(3, {"embedding": x})
     centred = x - x.mean(axis=0)
     expected = np.hstack([np.ones((3, 1)), centred / np.linalg.norm(centred, axis=1, keepdims=True)]) / np.sqrt(2)
-    np.testing.assert_allclose(rows.rows[rows.cell], expected)
+    np.testing.assert_allclose(rows.rows[rows.row_of], expected)
     wide = design(100, {"embedding": np.random.default_rng(0).normal(size=(100, 80))})
     assert wide.dimension == 1 + 64
 
@@ -196,7 +196,7 @@ def test_an_embedding_gives_each_prompt_its_unit_direction_beside_the_intercept(
     ],
 )
 def test_bad_features_are_refused_by_name(features, message, monkeypatch):
-    monkeypatch.setattr("trl_kgps.selectors.shared.MAX_CATEGORICAL_VALUES", 5)
+    monkeypatch.setattr("trl_kgps.selectors.shared_factor.MAX_CATEGORICAL_VALUES", 5)
     with pytest.raises(ValueError, match=message):
         design(3, features)
 
@@ -257,8 +257,8 @@ def test_a_shared_state_round_trips_through_the_state_file(tmp_path, features):
 
 def test_the_card_and_the_metrics_say_what_was_shared():
     from trl_kgps.adapters.report import card_section
+    from trl_kgps.engine.ledger import ChosenBatch, Observed
     from trl_kgps.engine.metrics import shared_metrics
-    from trl_kgps.engine.rounds import ChosenBatch, Observed
 
     def card(selector):
         return card_section(

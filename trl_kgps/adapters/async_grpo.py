@@ -40,14 +40,14 @@ import numpy as np
 from transformers import TrainerCallback
 
 from ..config import KGPSConfig
-from ..engine.engine import SelectionEngine
+from ..engine.engine import SelectionEngine, build_engine
+from ..engine.ledger import ChosenBatch
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
-from ..engine.rounds import ChosenBatch, check_batch_size
 from . import async_trl_private, trl_private
-from .binding import Binding, check_map_style
 from .reward_reads import ColumnReaders
+from .trainer_adapter import TrainerAdapter, check_map_style
 
 
 logger = logging.getLogger(__name__)
@@ -144,17 +144,17 @@ class SelectionService:
     @property
     def in_flight(self) -> dict[int, ChosenBatch]:
         """The batches handed to the current worker and not yet fed, by id: the engine's pending records, read."""
-        return {p.handed_as: p for p in self.engine.rounds.pending if p.handed_as is not None}
+        return {p.handed_as: p for p in self.engine.ledger.pending if p.handed_as is not None}
 
     def choose(self) -> tuple[int, list[int]]:
         """`(batch id, dataset indices)`: the oldest pending batch not handed to this worker (pending since a
         resume), else the engine's next choice."""
         with self.lock:
-            rounds = self.engine.rounds
-            pending = next((p for p in rounds.pending if p.handed_as is None), None)
+            ledger = self.engine.ledger
+            pending = next((p for p in ledger.pending if p.handed_as is None), None)
             if pending is None:
                 self.engine.choose()
-                pending = rounds.pending[-1]
+                pending = ledger.pending[-1]
             pending.hand_out(self.next_batch_id)
             self.next_batch_id += 1
         return pending.handed_as, pending.indices.tolist()
@@ -186,7 +186,7 @@ class SelectionService:
     def restart(self) -> None:
         """A new worker: the batches it will be handed first are those pending (from a resume), none in flight."""
         with self.lock:
-            for pending in self.engine.rounds.pending:
+            for pending in self.engine.ledger.pending:
                 pending.hand_out(None)
 
     def log(self, metrics: dict[str, float]) -> None:
@@ -198,7 +198,7 @@ class SelectionService:
                 pass
 
 
-class AsyncGRPOBinding(Binding):
+class AsyncGRPOAdapter(TrainerAdapter):
     """
     Binds the selection engine to an `AsyncGRPOTrainer`: wraps the trainer's `get_train_dataloader` (when the worker
     exists: build the engine and its service, and hand the worker KGPS's loop), binds resume, saves and the model card
@@ -298,15 +298,15 @@ class AsyncGRPOBinding(Binding):
                     async_trl_private.reward_funcs(worker), async_trl_private.environment_factories(worker)
                 )
                 selector = self.build_selector(trainer.train_dataset, readers)
-            elif selector.num_prompts != len(trainer.train_dataset):
-                raise ValueError(
-                    f"The selector tracks {selector.num_prompts} prompts but the dataset has "
-                    f"{len(trainer.train_dataset)}. Build it with `KGPSSelector(len(train_dataset))`."
-                )
+            self.engine = build_engine(
+                selector,
+                len(trainer.train_dataset),
+                self.batch_size,
+                self.config.warmup_epochs,
+                trainer.args.seed,
+                self.BATCH_FORMULA,
+            )
             self.selector = selector
-            B = self.batch_size
-            check_batch_size(B, len(trainer.train_dataset), self.BATCH_FORMULA)
-            self.engine = SelectionEngine(selector, B, self.warmup_batches(B), trainer.args.seed)
             worker = trainer.rollout_worker
             self.service = SelectionService(
                 self.engine, self.config, worker.metrics_queue, lambda: trainer.model_version

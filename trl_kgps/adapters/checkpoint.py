@@ -24,9 +24,9 @@ logger = logging.getLogger(__name__)
 RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
 
 
-class Progress(Protocol):
-    """What a run saves beside its selector: the synchronous `KGPSRepeatSampler` (the engine's rounds and the epoch's
-    batches), or the asynchronous adapter's `SelectionEngine` (its rounds)."""
+class Stateful(Protocol):
+    """What a run saves beside its selector: the synchronous `KGPSRepeatSampler` or the asynchronous adapter's
+    `SelectionEngine`, each saving the engine's ledger (`BatchLedger.state_dict`)."""
 
     batch_size: int
 
@@ -38,7 +38,7 @@ class Progress(Protocol):
 def save(
     directory: str,
     selector: PromptSelector,
-    progress: Progress,
+    progress: Stateful,
     prompts: dict[str, Any] | None,
     trainer: dict[str, int] | None = None,
 ) -> None:
@@ -66,7 +66,7 @@ def resume(
     directory: str,
     config: KGPSConfig,
     selector: PromptSelector,
-    progress: Progress,
+    progress: Stateful,
     prompts: Callable[[], dict[str, Any] | None],
     trainer: dict[str, int] | None = None,
     batch_formula: str = "",

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from ..config import NO_METADATA, KGPSConfig
 from ..engine.protocol import PromptSelector
 from ..selectors.registry import build_selector
-from ..selectors.shared import MAX_CATEGORICAL_VALUES
+from ..selectors.shared_factor import MAX_CATEGORICAL_VALUES
 from .reward_reads import ColumnReaders
 
 

@@ -25,15 +25,15 @@ from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from ..sampler import PROMPTS_PER_BATCH, KGPSRepeatSampler
 from . import trl_private
-from .binding import Binding, check_map_style
 from .distributed import check_ranks_agree, fingerprint, gather_indices
+from .trainer_adapter import TrainerAdapter, check_map_style
 
 
 logger = logging.getLogger(__name__)
 
 
 def _check_columns_kept(args: Any, changed_after_init: bool = False) -> None:
-    """Refuses `remove_unused_columns=True`, checked when the binding is built and again when the data loader is."""
+    """Refuses `remove_unused_columns=True`, checked when the adapter is built and again when the data loader is."""
     if args.remove_unused_columns:
         when = " (set on trainer.args after the trainer was built)" if changed_after_init else ""
         raise ValueError(
@@ -43,7 +43,7 @@ def _check_columns_kept(args: Any, changed_after_init: bool = False) -> None:
         )
 
 
-class GRPOBinding(Binding):
+class GRPOAdapter(TrainerAdapter):
     """
     Binds the selection engine to a `GRPOTrainer` or `RLOOTrainer`: checks the trainer and its arguments, changing
     nothing if they do not fit, then wraps its members (`trl_private.bind`). Its sampler is built when the trainer
@@ -102,7 +102,7 @@ class GRPOBinding(Binding):
         if self.sampler is not None:
             if same_rows(self.sampler.data_source, dataset):
                 # Another `train()` on the same rows: the batch its predecessor chose ahead was never generated.
-                self.rounds.drop_pending()
+                self.ledger.drop_pending()
                 self.sampler.data_source = dataset
                 return self.sampler
             self._start_afresh(dataset)
@@ -185,9 +185,9 @@ class GRPOBinding(Binding):
         device = self.trainer.accelerator.device
         # Every rank's oldest pending batch and its predictions must agree: ranks that chose differently, or whose
         # beliefs diverged, stop here, before any belief changes.
-        oldest = self.rounds.pending[0] if self.rounds.pending else None
+        oldest = self.ledger.pending[0] if self.ledger.pending else None
         check_ranks_agree(
-            f"generation batch {self.rounds.batches_scored + 1} and its predictions",
+            f"generation batch {self.ledger.batches_scored + 1} and its predictions",
             fingerprint(*(() if oldest is None else (oldest.indices, oldest.predicted))),
             device,
         )

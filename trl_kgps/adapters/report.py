@@ -63,7 +63,7 @@ def difficulty_dataset(
     )
     shared = selector.shared if isinstance(selector, KGPSSelector) else None
     if shared is not None and shared.design.kind == "categorical":
-        cell = shared.design.cell
+        cell = shared.design.row_of
         columns.update(
             group=[shared.design.names[c] for c in cell],
             group_predicted_success=shared.group_success()[cell],
@@ -182,24 +182,24 @@ def add_kgps_section(
     trainer: Any,
     selector: PromptSelector,
     config: KGPSConfig,
-    rounds: Any,
+    ledger: Any,
     dataset: Any,
     metadata: Metadata | None = None,
     best_checkpoint: str | None = None,
 ) -> None:
     """
     Adds the `## KGPS` section and tags to the README.md that `trainer.create_model_card` wrote into its output
-    folder: the run's configuration and rounds from `selector`, `config` and `rounds` (the engine's `Rounds`), its
+    folder: the run's configuration and rounds from `selector`, `config` and `ledger` (the engine's `BatchLedger`), its
     last `kgps/*` metrics from `trainer.state.log_history`, and a quick start prompt from the train `dataset`; with
     `best_checkpoint`, that the state saved beside the model is that checkpoint's (`card_section`).
     """
     section = card_section(
         selector,
         config,
-        batches_chosen=rounds.batches_chosen,
-        batches_scored=rounds.batches_scored,
-        warmup_batches=rounds.warmup_batches,
-        observed=rounds.observed_count,
+        batches_chosen=ledger.batches_chosen,
+        batches_scored=ledger.batches_scored,
+        warmup_batches=ledger.warmup_batches,
+        observed=ledger.observed_count,
         metrics=last_metrics(trainer.state.log_history),
         location=trainer.hub_model_id or trainer.args.output_dir,
         metadata=metadata,

@@ -43,7 +43,7 @@ from ..adapters.dataset_columns import selector_for
 from ..adapters.report import group_success, last_metrics, reported_metrics
 from ..callback import KGPSCallback
 from ..config import KGPSConfig
-from ..engine.rounds import check_batch_size
+from ..engine.ledger import check_batch_size
 from ..sampler import PROMPTS_PER_BATCH
 from ..script_args import SelectorArguments
 from ..tasks import arithmetic, tiny
@@ -483,7 +483,7 @@ def _summary(
         # The last logged metrics, less the two stated below at the end of the run (`reported_metrics`).
         "kgps": {key: float(value) for key, (value, _) in reported_metrics(last).items()},
         "coverage": kgps.coverage,
-        "prompts_observed": kgps.rounds.observed_count,
+        "prompts_observed": kgps.ledger.observed_count,
         "num_prompts": kgps.selector.num_prompts,
         "group_predicted_success": group_success(kgps.selector),
         "threads": torch.get_num_threads(),

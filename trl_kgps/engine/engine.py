@@ -19,10 +19,35 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .ledger import BatchLedger, ChosenBatch, Observed, check_batch_size
 from .metrics import batch_metrics, shared_metrics
 from .outcomes import SuccessRule
 from .protocol import PromptSelector
-from .rounds import ChosenBatch, Observed, Rounds
+
+
+def build_engine(
+    selector: PromptSelector,
+    num_prompts: int,
+    batch_size: int,
+    warmup_epochs: int | None = None,
+    seed: int = 0,
+    batch_formula: str = "",
+) -> "SelectionEngine":
+    """
+    The engine of a trainer's run over a dataset of `num_prompts` rows, in generation batches of `batch_size` prompts
+    (which the trainer sets by `batch_formula`, named when it does not fit): `selector` must track the dataset's rows,
+    and the uniform warmup takes `warmup_epochs` epochs of `num_prompts // batch_size` batches (unset: the selector's
+    `config.warmup_epochs`, or 0 for a baseline). Raises `ValueError` when they do not fit.
+    """
+    check_batch_size(batch_size, num_prompts, batch_formula)
+    if selector.num_prompts != num_prompts:
+        raise ValueError(
+            f"The selector tracks {selector.num_prompts} prompts but the dataset has {num_prompts}. Build the "
+            "selector with `KGPSSelector(len(train_dataset))`."
+        )
+    if warmup_epochs is None:
+        warmup_epochs = getattr(getattr(selector, "config", None), "warmup_epochs", 0)
+    return SelectionEngine(selector, batch_size, warmup_epochs * (num_prompts // batch_size), seed)
 
 
 class SelectionEngine:
@@ -32,13 +57,13 @@ class SelectionEngine:
     Args:
         selector (`PromptSelector`): chooses the batches after the warmup and receives the outcomes.
         batch_size (`int`): `B`, distinct prompts per generation batch.
-        warmup_batches (`int`, *optional*, defaults to `0`): uniform batches first (see `Rounds`).
+        warmup_batches (`int`, *optional*, defaults to `0`): uniform batches first (see `BatchLedger`).
         seed (`int`, *optional*, defaults to `0`): seeds the warmup's permutations.
         warmup_permutation (`Callable[[int], np.ndarray]`, *optional*): the warmup's permutation of epoch `e`, in
-            place of the seeded one (see `Rounds`).
+            place of the seeded one (see `BatchLedger`).
 
     Attributes:
-        rounds (`Rounds`): the bookkeeping: pending batches, counters, prompts observed.
+        ledger (`BatchLedger`): the bookkeeping: pending batches, counters, prompts observed.
         rule (`SuccessRule` or `None`): how rewards become outcomes; the adapter sets it once it knows the reward
             functions.
     """
@@ -52,21 +77,21 @@ class SelectionEngine:
         warmup_permutation: Callable[[int], np.ndarray] | None = None,
     ):
         self.selector = selector
-        self.rounds = Rounds(selector, batch_size, warmup_batches, seed, warmup_permutation)
+        self.ledger = BatchLedger(selector, batch_size, warmup_batches, seed, warmup_permutation)
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
 
     @property
     def batch_size(self) -> int:
-        return self.rounds.batch_size
+        return self.ledger.batch_size
 
     @property
     def in_warmup(self) -> bool:
-        return self.rounds.in_warmup
+        return self.ledger.in_warmup
 
     def choose(self) -> np.ndarray:
         """The next generation batch, `(B,)` int64, now pending."""
-        return self.rounds.choose()
+        return self.ledger.choose()
 
     def outcomes(self, rewards_per_func: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
         """
@@ -85,24 +110,24 @@ class SelectionEngine:
         chosen: ChosenBatch | None = None,
     ) -> tuple[Observed | None, dict[str, float]]:
         """
-        Feeds a scored batch's outcomes to the selector (`Rounds.observe`; where batches finish in any order, as in the
+        Feeds a scored batch's outcomes to the selector (`BatchLedger.observe`; where batches finish in any order, as in the
         asynchronous trainer, `chosen` names its pending record) and returns
         `(scored, metrics)`: `scored` is `None` for the last batch scored again, whose outcomes were already observed
         (then `metrics` is empty).
         """
-        scored = self.rounds.observe(batch, successes, trials, chosen=chosen)
+        scored = self.ledger.observe(batch, successes, trials, chosen=chosen)
         if scored is None:
             return None, {}
         if not scored.trials.any() and not self._warned_no_rewards:
             warnings.warn(
-                f"KGPS observed no reward for generation batch {self.rounds.batches_scored}: the reward functions "
+                f"KGPS observed no reward for generation batch {self.ledger.batches_scored}: the reward functions "
                 "returned None for every completion, so no prompt's belief changed. KGPS learns only from scored "
                 "completions: check that a reward function scores these prompts (or set success_reward to one that "
                 "does).",
                 stacklevel=3,
             )
             self._warned_no_rewards = True
-        metrics = batch_metrics(scored, self.rounds.coverage, getattr(self.selector, "last_nis", None))
+        metrics = batch_metrics(scored, self.ledger.coverage, getattr(self.selector, "last_nis", None))
         if getattr(self.selector, "shared", None) is not None:
             metrics.update(shared_metrics(self.selector, scored))
         return scored, metrics
@@ -119,13 +144,13 @@ class SelectionEngine:
         metrics = {"kgps/delta_norm": delta_norm}
         if not self.in_warmup and hasattr(self.selector, "process_noise"):
             metrics["kgps/process_noise"] = self.selector.process_noise(delta_norm)
-        self.rounds.predict(delta_norm)
+        self.ledger.predict(delta_norm)
         return metrics
 
     def state_dict(self) -> dict[str, np.ndarray | int]:
-        """The rounds' state (`Rounds.state_dict`); the selector saves its own."""
-        return self.rounds.state_dict()
+        """The ledger's state (`BatchLedger.state_dict`); the selector saves its own."""
+        return self.ledger.state_dict()
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
         """Restores a `state_dict()`, or raises `ValueError` before changing anything."""
-        self.rounds.load_state_dict(state)
+        self.ledger.load_state_dict(state)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .rounds import Observed
+from .ledger import Observed
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
@@ -44,7 +44,7 @@ def shared_metrics(selector, scored: Observed) -> dict[str, float]:
     metrics |= {
         f"kgps/group/{name}/predicted_success": float(p) for name, p in zip(design.names, shared.group_success())
     }
-    cell = design.cell[scored.indices]
+    cell = design.row_of[scored.indices]
     chosen = np.bincount(cell, minlength=design.num_cells)
     metrics |= {f"kgps/group/{name}/batch_share": float(n / cell.size) for name, n in zip(design.names, chosen)}
     successes = np.bincount(cell, weights=scored.successes, minlength=design.num_cells)
@@ -68,7 +68,7 @@ def shared_spread(shared) -> float:
 
 def batch_metrics(scored: Observed, coverage: float, nis: float | None) -> dict[str, float]:
     """
-    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as `Rounds.observe` counted
+    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as `BatchLedger.observe` counted
     them), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a scored
     rollout `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman` (predicted
     against empirical success `s / k`).

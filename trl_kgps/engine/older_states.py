@@ -7,7 +7,7 @@ then loads with the release that wrote it, or its checkpoint resumes with KGPS s
 What each release wrote, and what it lacks:
 
 - 0.1: `KGPSSelector` state version 1, the paper's selector only: no candidate pass, calibration, drift or group size;
-  no digest of the prompts, no trainer record, and no lags, selection times or recent batches for the rounds.
+  no digest of the prompts, no trainer record, and no lags, selection times or recent batches in the ledger.
 - 0.2: version 2, one filter per prompt by default (no shared factor); otherwise as 0.1.
 - 0.3.0.dev: the digest of the `prompt` column alone, a trainer record without its loop, and every field of
   `ExperimentalConfig` with no config class.
@@ -85,8 +85,8 @@ def mopps_state(state: dict[str, Any], num_prompts: int) -> dict[str, Any]:
 # The state file --------------------------------------------------------------------------------------------------
 
 
-def rounds_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The rounds' arrays of a state file, with the lags, selection times and window that 0.1 and 0.2 did not save:
+def ledger_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ledger's arrays of a state file, with the lags, selection times and window that 0.1 and 0.2 did not save:
     lag 0 and no selection time for every pending batch, and an empty window."""
     pending = np.asarray(arrays["pending"])
     return {

@@ -28,7 +28,7 @@ from ._utility import Utility, expected_mixed_group_probability, mixed_group_pro
 from .base import FromPretrainedMixin
 from .experimental import ExperimentalConfig, config_from_fields, experimental
 from .per_prompt import PerPromptFilter, sigmoid
-from .shared import SharedFactor, design
+from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
 

@@ -9,7 +9,7 @@ online (empirical Bayes).
     predict:   Sigma <- Sigma + rho Q I,   P_i <- P_i + (1 - rho) Q     rho = noise_share: each logit variance grows by Q
     update:    a prompt seen for the first time starts from P_i = tau^2; `SharedFactor.update` moves beta by each
                prompt's exact binomial posterior and gives each residual its marginal under the joint posterior
-               (the equations: `shared.py`)
+               (the equations: `shared_factor.py`)
     tau^2:     tau^2 <- clip(tau^2 exp(eta (NIS_first - 1)), P0 / 1e3, 100 P0)    eta = residual_adaptation, NIS_first
                the mean normalized innovation squared of the batch's first observations
     warmup:    each observed residual back to N(0, P0), then the update
@@ -23,7 +23,7 @@ import numpy as np
 from ._beliefs import PromptBeliefs
 from ._binomial import innovations_squared
 from ._checks import check_scalar
-from .shared import Design, SharedFactor
+from .shared_factor import Design, SharedFactor
 
 
 # The learnt residual prior stays within [initial_variance / 1e3, initial_variance * 100].
@@ -59,7 +59,7 @@ class SharedFilter(PromptBeliefs):
         noise_share: float,
         residual_adaptation: float,
     ):
-        super().__init__(design.cell.size, initial_variance)
+        super().__init__(design.row_of.size, initial_variance)
         self.shared_variance, self.initial_variance = shared_variance, initial_variance
         self.noise_share, self.residual_adaptation = noise_share, residual_adaptation
         self.factor = SharedFactor(design, shared_variance)

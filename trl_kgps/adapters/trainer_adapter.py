@@ -13,9 +13,9 @@ from transformers import Trainer, TrainerCallback
 from ..config import KGPSConfig
 from ..engine import state_file
 from ..engine.engine import SelectionEngine
+from ..engine.ledger import BatchLedger
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
-from ..engine.rounds import Rounds
 from . import checkpoint
 from .dataset_columns import Metadata, selector_for, with_metadata
 from .distributed import ParameterDelta
@@ -44,7 +44,7 @@ def check_map_style(dataset: Any) -> None:
         )
 
 
-class Binding(TrainerCallback):
+class TrainerAdapter(TrainerCallback):
     """
     One run's selection, bound to `trainer` for the callback `owner`, which forwards the trainer's events to it. A
     subclass names its trainers' loop (`ASYNCHRONOUS`) and how they set the prompts of a generation batch
@@ -52,7 +52,7 @@ class Binding(TrainerCallback):
 
     Args:
         trainer (`Trainer`): the trainer; the subclass checks it and wraps its members.
-        owner (`TrainerCallback`): the `KGPSCallback` this binding serves (a trainer takes one).
+        owner (`TrainerCallback`): the `KGPSCallback` this adapter serves (a trainer takes one).
         config (`KGPSConfig`): KGPS's hyperparameters and the success rule.
         selector (`str`, `PromptSelector` or `None`): a selector name or instance; built when training starts.
 
@@ -105,21 +105,21 @@ class Binding(TrainerCallback):
         return self.trainer.train_dataset
 
     @property
-    def rounds(self) -> Rounds | None:
-        return None if self.engine is None else self.engine.rounds
+    def ledger(self) -> BatchLedger | None:
+        return None if self.engine is None else self.engine.ledger
 
     @property
     def rollouts(self) -> int:
         """Completions scored so far, over all ranks."""
         if self.engine is None:
             return 0
-        return self.rounds.batches_scored * self.engine.batch_size * self.trainer.args.num_generations
+        return self.ledger.batches_scored * self.engine.batch_size * self.trainer.args.num_generations
 
     def difficulty_table(self) -> "datasets.Dataset":
         """The run's per-prompt table (`KGPSCallback.difficulty_table`), once training started."""
         columns = getattr(self.dataset, "column_names", None) or ()
         prompts = self.dataset["prompt"] if "prompt" in columns else None
-        return difficulty_dataset(self.selector, self.rounds.times_selected, prompts)
+        return difficulty_dataset(self.selector, self.ledger.times_selected, prompts)
 
     # The trainer's events --------------------------------------------------------------------------------------
 
@@ -146,11 +146,7 @@ class Binding(TrainerCallback):
         """What a checkpoint records of the trainer and a resume checks: its loop and its `global_step`."""
         return {state_file.ASYNCHRONOUS: int(self.ASYNCHRONOUS), "global_step": self.trainer.state.global_step}
 
-    def warmup_batches(self, batch_size: int) -> int:
-        """The generation batches of the uniform warmup: `config.warmup_epochs` epochs of `batch_size` prompts."""
-        return self.config.warmup_epochs * (len(self.dataset) // batch_size)
-
-    def resume(self, directory: str, progress: checkpoint.Progress) -> None:
+    def resume(self, directory: str, progress: checkpoint.Stateful) -> None:
         """Restores the state saved in `directory` into the selector and `progress`, or raises before changing
         anything (`checkpoint.resume`)."""
         checkpoint.resume(
@@ -163,7 +159,7 @@ class Binding(TrainerCallback):
             batch_formula=self.BATCH_FORMULA,
         )
 
-    def save(self, directory: str, progress: checkpoint.Progress) -> None:
+    def save(self, directory: str, progress: checkpoint.Stateful) -> None:
         """Writes `directory/kgps_state.npz` (`checkpoint.save`), or copies the best checkpoint's (`copy_best_state`)."""
         if self.trainer.args.should_save and not self.copy_best_state(directory):
             checkpoint.save(directory, self.selector, progress, self.prompts_digest(), self.trainer_record())
@@ -217,4 +213,4 @@ class Binding(TrainerCallback):
             best = self.best_checkpoint
             if best is not None and not os.path.isfile(os.path.join(best, state_file.STATE_FILE)):
                 best = None  # the run's last state was saved (`copy_best_state`)
-            add_kgps_section(self.trainer, self.selector, config, self.rounds, self.dataset, self.metadata, best)
+            add_kgps_section(self.trainer, self.selector, config, self.ledger, self.dataset, self.metadata, best)

@@ -5,11 +5,11 @@ import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.engine import older_states
-from trl_kgps.engine.rounds import Rounds
+from trl_kgps.engine.ledger import BatchLedger
 
 
 def rounds(num_prompts=12, batch_size=3, warmup_batches=0, config=None, seed=0):
-    return Rounds(KGPSSelector(num_prompts, config or KGPSConfig(), seed=seed), batch_size, warmup_batches, seed)
+    return BatchLedger(KGPSSelector(num_prompts, config or KGPSConfig(), seed=seed), batch_size, warmup_batches, seed)
 
 
 def test_the_warmup_is_a_seeded_permutation_per_epoch_then_the_selector_excludes_pending_prompts():
@@ -137,7 +137,7 @@ def test_the_locking_metrics_and_pending_batches_continue_after_a_round_trip_as_
     assert len({u for _, _, _, u in expected}) > 1, "the window's distinct prompts never changed"
 
     old = {key: value for key, value in state.items() if not key.startswith(("pending_", "recent_"))}
-    resumed.load_state_dict(older_states.rounds_arrays(old))  # as 0.1 and 0.2 saved it: no lags, times or window
+    resumed.load_state_dict(older_states.ledger_arrays(old))  # as 0.1 and 0.2 saved it: no lags, times or window
     assert [(p.lag, p.select_seconds) for p in resumed.pending] == [(0, None)] and not resumed.recent.batches
 
 

@@ -1,5 +1,5 @@
 r"""
-The bookkeeping of KGPS's rounds, numpy only: which generation batches were chosen and await their rewards, what was
+The ledger of KGPS's rounds, numpy only: which generation batches were chosen and await their rewards, what was
 predicted for them, which prompts have been observed, the warmup rule, and all of it as a `state_dict`.
 
 A round is: `choose()` a batch of `B` distinct prompts (a slice of a seeded permutation during the warmup, else the
@@ -9,8 +9,8 @@ loader asks for the next batch before the current one is scored, so several batc
 synchronous trainers score them in the order they were chosen, except after a resume, which may skip or regenerate
 one (`observe` says which); the asynchronous trainer scores them in any order, naming each.
 
-Each batch chosen has one record, a `ChosenBatch`, from its choice to its outcomes: `Rounds.pending` holds those
-awaiting rewards and, where the sampler iterates epochs, `Rounds.epoch` the same records in the order yielded.
+Each batch chosen has one record, a `ChosenBatch`, from its choice to its outcomes: `BatchLedger.pending` holds those
+awaiting rewards and, where the sampler iterates epochs, `BatchLedger.epoch` the same records in the order yielded.
 """
 
 import time
@@ -90,7 +90,7 @@ class ChosenBatch:
 
 @dataclass
 class Observed:
-    """A scored generation batch, as `Rounds.observe` fed it to the selector."""
+    """A scored generation batch, as `BatchLedger.observe` fed it to the selector."""
 
     chosen: ChosenBatch  # the batch as it was chosen: its prompts, their predicted success, lag and selection time
     successes: np.ndarray  # (B,) int64, s
@@ -111,9 +111,9 @@ class Observed:
         return self.chosen.predicted
 
 
-class Rounds:
+class BatchLedger:
     """
-    The rounds of one run over `num_prompts = selector.num_prompts` prompts, `batch_size` prompts a batch.
+    The ledger of one run's rounds over `num_prompts = selector.num_prompts` prompts, `batch_size` prompts a batch.
 
     Args:
         selector (`PromptSelector`): chooses the batches after the warmup, and receives the outcomes.

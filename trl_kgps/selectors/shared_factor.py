@@ -71,11 +71,11 @@ _EMBEDDING_DIMENSIONS = 64  # an embedding wider than this is projected onto its
 
 class Design:
     r"""
-    The feature rows \\(z_i\\) of `N` prompts, stored once per distinct row: `rows[cell[i]]` is \\(z_i\\).
+    The feature rows \\(z_i\\) of `N` prompts, stored once per distinct row: `rows[row_of[i]]` is \\(z_i\\).
 
     Attributes:
         rows (`np.ndarray` of shape `(C, D)`, float64): the distinct rows, each of unit norm.
-        cell (`np.ndarray` of shape `(N,)`, int64): each prompt's row.
+        row_of (`np.ndarray` of shape `(N,)`, int64): each prompt's row, an index into `rows`.
         names (`list[str]`): a readable name per row (`"level=3"`, `"all"`); empty for an embedding (a row per prompt).
         kind (`str`): `"global"` (no feature), `"categorical"` (a row per combination of labels: the prompts'
             groups) or `"embedding"` (a row per prompt).
@@ -86,8 +86,8 @@ class Design:
 
     KINDS = ("global", "categorical", "embedding")
 
-    def __init__(self, rows: np.ndarray, cell: np.ndarray, names: Sequence[str], kind: str):
-        self.rows, self.cell, self.names, self.kind = rows, cell, list(names), kind
+    def __init__(self, rows: np.ndarray, row_of: np.ndarray, names: Sequence[str], kind: str):
+        self.rows, self.row_of, self.names, self.kind = rows, row_of, list(names), kind
         self.active: np.ndarray | None = None
         self.weight = 1.0
         if kind != "embedding":
@@ -105,15 +105,15 @@ class Design:
     @functools.cached_property
     def counts(self) -> np.ndarray:
         """`(C,)` int64: the prompts of each row (a categorical design's group sizes), counted once."""
-        return np.bincount(self.cell, minlength=self.num_cells)
+        return np.bincount(self.row_of, minlength=self.num_cells)
 
     def same_as(self, other: "Design") -> bool:
-        return np.array_equal(self.rows, other.rows) and np.array_equal(self.cell, other.cell)
+        return np.array_equal(self.rows, other.rows) and np.array_equal(self.row_of, other.row_of)
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "shared_rows": self.rows.copy(),
-            "shared_cell": self.cell.astype(np.int32),  # 4 bytes a prompt in the state file
+            "shared_cell": self.row_of.astype(np.int32),  # 4 bytes a prompt in the state file
             "shared_names": np.array(self.names),
             "shared_kind": self.kind,
         }
@@ -339,7 +339,7 @@ class SharedFactor:
         The shared part's mean \\(z_i^T \mu\\) and variance \\(z_i^T \Sigma z_i\\) of the prompts `indices` (all by
         default), each of shape `(n,)`, float64; computed once per distinct row when that is cheaper.
         """
-        cell = self.design.cell if indices is None else self.design.cell[indices]
+        cell = self.design.row_of if indices is None else self.design.row_of[indices]
         if self.design.num_cells <= cell.size:
             mean, variance = self.cell_moments()
             return mean[cell], variance[cell]
@@ -392,7 +392,7 @@ class SharedFactor:
             `(m_new, P_new, (a, S))`: the residuals' posterior means and variances, and each prompt's prior logit mean
             and variance (what its outcome was predicted from).
         """
-        shared_mean, shared_variance = self._row_moments(self.design.cell[indices])
+        shared_mean, shared_variance = self._row_moments(self.design.row_of[indices])
         a, S = shared_mean + m, shared_variance + P
         y, R = pseudo_observations(a, S, *posterior_moments(a, S, s, k))
         m_new, P_new = self.absorb(indices, m, P, y, R)
@@ -418,7 +418,7 @@ class SharedFactor:
         m_new, P_new = m.copy(), P.copy()
         if not seen.any():
             return m_new, P_new
-        cells, m, P, y, R = self.design.cell[indices[seen]], m[seen], P[seen], y[seen], R[seen]
+        cells, m, P, y, R = self.design.row_of[indices[seen]], m[seen], P[seen], y[seen], R[seen]
         # beta's exact update by y = z^T beta + r + e, with r ~ N(m, P) integrated out: each row's observations
         # pooled into one, then the covariance form over the batch's c distinct rows Z, O(c D^2 + c^3).
         weight = 1.0 / (P + R)
