@@ -81,6 +81,25 @@ def test_state_round_trip_replays_the_epoch_so_far():
     assert restored.batches_chosen == 3
 
 
+def test_a_waiting_batch_has_one_record_which_the_epoch_and_the_pending_batches_share():
+    def make():
+        return KGPSRepeatSampler(range(9), 2, 3, selector=KGPSSelector(9, KGPSConfig(), seed=2), warmup_epochs=0)
+
+    sampler = make()
+    iterator = iter(sampler)
+    [next(iterator) for _ in range(12)]  # two batches chosen
+    score_oldest(sampler)
+    ledger = sampler.ledger
+    assert len(ledger.epoch) == 2 and list(ledger.pending) == [ledger.epoch[1]]
+    assert ledger.pending[0] is ledger.epoch[1], "one record, not a copy"
+    # the sampler holds no batch of its own: only its layout, the engine and whether to replay
+    assert not [name for name, value in vars(sampler).items() if isinstance(value, (list, np.ndarray))]
+    restored = make()
+    restored.load_state_dict(sampler.state_dict())
+    assert restored.ledger.pending[0] is restored.ledger.epoch[1]
+    np.testing.assert_array_equal(restored.ledger.epoch[0].indices, ledger.epoch[0].indices)
+
+
 @pytest.mark.parametrize("shape", [(1, 4), (2, 3, 1)])
 def test_a_state_for_another_batch_size_is_refused(shape):
     sampler = KGPSRepeatSampler(range(9), 2, 3)
