@@ -114,4 +114,4 @@ def _restore(
                 f"{sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself and pass it "
                 "the state with `load_state_dict`."
             ) from None
-    return expected._from_state_file(location, arrays, meta)
+    return expected.from_state_file(location, arrays, meta)

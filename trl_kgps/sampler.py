@@ -80,7 +80,7 @@ class KGPSRepeatSampler(Sampler[int]):
 
     @property
     def ledger(self) -> BatchLedger:
-        """The engine's bookkeeping: pending batches, counters, prompts observed."""
+        """The engine's record of the run: the epoch's batches, those pending, the counters, the prompts observed."""
         return self.engine.ledger
 
     def set_epoch(self, epoch: int) -> None:
@@ -89,20 +89,6 @@ class KGPSRepeatSampler(Sampler[int]):
     @property
     def batches_per_epoch(self) -> int:
         return self.num_samples // self.batch_size
-
-    @property
-    def warmup_batches(self) -> int:
-        """How many generation batches the warmup takes: `warmup_epochs` uniform epochs."""
-        return self.ledger.warmup_batches
-
-    @property
-    def batches_chosen(self) -> int:
-        return self.ledger.batches_chosen
-
-    @property
-    def times_selected(self) -> np.ndarray:
-        """`(N,)` int32: the generation batches each prompt was chosen for, warmup included."""
-        return self.ledger.times_selected
 
     def __len__(self) -> int:
         return self.batches_per_epoch * self.batch_size * self.mini_repeat_count * self.repeat_count

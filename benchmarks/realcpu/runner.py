@@ -92,15 +92,15 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
     last = trainer.state.global_step
     if snapshots.records[-1]["step"] != last:
         snapshots.take(trainer.model, last)
-    logged = [r for r in trainer.state.log_history if r.get("step", 0) > kgps.sampler.warmup_batches]
+    logged = [r for r in trainer.state.log_history if r.get("step", 0) > kgps.ledger.warmup_batches]
     return dict(
         records=snapshots.records,
         wall_s=wall,
         informative=_mean(logged, "kgps/informative"),
         batch_mae=[(r["step"], r["kgps/mae"]) for r in logged if "kgps/mae" in r],
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
-        distinct_prompts=int(np.count_nonzero(kgps.sampler.times_selected > kgps.config.warmup_epochs)),
-        times_selected=kgps.sampler.times_selected.tolist(),
+        distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),
+        times_selected=kgps.ledger.times_selected.tolist(),
         levels=setting.true_levels.tolist(),
     )
 
@@ -118,7 +118,7 @@ def _ds_extra(method: str, kgps) -> int:
     if method != "ds":
         return 0
     sampler = kgps.sampler
-    trained_by_selector = max(0, sampler.batches_chosen - sampler.warmup_batches) * sampler.batch_size
+    trained_by_selector = max(0, sampler.ledger.batches_chosen - sampler.ledger.warmup_batches) * sampler.batch_size
     return (kgps.selector.screened - trained_by_selector) * sampler.mini_repeat_count
 
 

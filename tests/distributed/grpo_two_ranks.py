@@ -44,7 +44,7 @@ def main(out_dir, disagree=False):
         "batches": kgps.batches,
         "mean": kgps.selector.mean.tolist(),
         "variance": kgps.selector.variance.tolist(),
-        "warmup_batches": kgps.sampler.warmup_batches,
+        "warmup_batches": kgps.ledger.warmup_batches,
         "delta_norms": [e["kgps/delta_norm"] for e in trainer.state.log_history if "kgps/delta_norm" in e],
     }
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:

@@ -36,13 +36,13 @@ def test_selector_state_equals_a_reference_filter_fed_the_same_rewards(tmp_path,
     sampler = kgps.sampler
     assert kgps.selector is sampler.selector and isinstance(kgps.selector, KGPSSelector)
     scored = [e for e in events if e[0] == "scored"]
-    assert len(scored) > sampler.warmup_batches, "the run never left warmup"
+    assert len(scored) > sampler.ledger.warmup_batches, "the run never left warmup"
 
-    reference = replay(events, 16, sampler.warmup_batches, config)
+    reference = replay(events, 16, sampler.ledger.warmup_batches, config)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
 
-    assert max(kgps.lags[sampler.warmup_batches :]) == lag
+    assert max(kgps.lags[sampler.ledger.warmup_batches :]) == lag
 
 
 def test_every_scored_completion_is_attributed_to_its_dataset_index(tmp_path, model, tokenizer):
@@ -65,7 +65,7 @@ def test_pending_prompts_are_never_selected(tmp_path, model, tokenizer, config):
     # with them. At an epoch's start the trainer has scored everything (lag 0), and a prompt may come back at once.
     assert max(kgps.lags) >= 2
     for i, (batch, lag) in enumerate(zip(kgps.batches, kgps.lags)):
-        if i >= kgps.sampler.warmup_batches:
+        if i >= kgps.ledger.warmup_batches:
             pending = kgps.batches[i - lag : i]
             assert not set(batch) & set().union(*pending), (i, batch, pending)
 
@@ -104,7 +104,7 @@ def test_explicit_attach_is_equivalent(tmp_path, model, tokenizer):
     kgps = KGPSCallback(KGPSConfig(), trainer=trainer)
     trainer.add_callback(kgps)
     trainer.train()
-    assert kgps.trainer is trainer and kgps.sampler.batches_chosen >= 12
+    assert kgps.trainer is trainer and kgps.ledger.batches_chosen >= 12
 
 
 def test_attached_but_not_added_fails_with_the_fix(tmp_path, model, tokenizer):
@@ -162,7 +162,7 @@ def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp
     # RewardLog logs the `idx` column; the selector numbers prompts by position in the (shuffled) dataset.
     position = {int(idx): i for i, idx in enumerate(by_position)}
     logged = [(e[0], [position[i] for i in e[1]], e[2]) if e[0] == "scored" else e for e in events]
-    reference = replay(logged, 16, kgps.sampler.warmup_batches, DEFAULT)
+    reference = replay(logged, 16, kgps.ledger.warmup_batches, DEFAULT)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     assert len(set(rows["prompt"])) == 4 and kgps.ledger.batches_scored == 12
@@ -345,7 +345,7 @@ def test_missing_rewards_do_not_count_toward_k(tmp_path, model, tokenizer):
     reward = FaultyReward(events, none_prompts={0, 1})
     trainer, kgps = faulty_run(tmp_path, model, tokenizer, reward, events)
     trainer.train()
-    reference = replay(events, 16, kgps.sampler.warmup_batches)
+    reference = replay(events, 16, kgps.ledger.warmup_batches)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     # Prompts without any reward were never observed: only the factor the pool shares moved their beliefs.
@@ -392,7 +392,7 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
     trainer, kgps = faulty_run(tmp_path, model, tokenizer, reward, events)
     with pytest.raises(RuntimeError, match="reward server is down"):
         trainer.train()
-    reference = replay(events, 16, kgps.sampler.warmup_batches)
+    reference = replay(events, 16, kgps.ledger.warmup_batches)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     assert kgps.ledger.batches_scored == 11 and len(kgps.ledger.pending) >= 1
@@ -404,7 +404,7 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
 )
 def test_baselines_train_through_the_same_callback(tmp_path, model, tokenizer, name, cls):
     trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=14, selector=name)
-    assert type(kgps.selector).__name__ == cls and kgps.sampler.batches_chosen > kgps.sampler.warmup_batches
+    assert type(kgps.selector).__name__ == cls and kgps.ledger.batches_chosen > kgps.ledger.warmup_batches
     assert not any("kgps/process_noise" in entry for entry in trainer.state.log_history)
 
 

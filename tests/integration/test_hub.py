@@ -77,9 +77,9 @@ def test_model_card_has_the_kgps_section_and_tags(saved):
     section = card.text[card.text.index("## KGPS") :]
     assert card.text.index("## KGPS") < card.text.index("## Citations"), "the section sits above the citations"
     sampler = kgps.sampler
-    assert sampler.batches_chosen > sampler.warmup_batches
-    scored, ahead = kgps.ledger.batches_scored, sampler.batches_chosen - kgps.ledger.batches_scored
-    assert sampler.warmup_batches == 0  # CONFIG has the default's: no warmup
+    assert sampler.ledger.batches_chosen > sampler.ledger.warmup_batches
+    scored, ahead = kgps.ledger.batches_scored, sampler.ledger.batches_chosen - kgps.ledger.batches_scored
+    assert sampler.ledger.warmup_batches == 0  # CONFIG has the default's: no warmup
     warmup = "all chosen by the selector"
     assert (
         f"rounds: {scored} generation batches rolled out and trained on, {warmup}; {ahead} more chosen but never "
@@ -115,7 +115,7 @@ def test_difficulty_table_live_and_saved_match_the_selector(saved):
     # the sampler's count against the batches the callback saw chosen
     chosen = np.bincount(np.concatenate(kgps.batches), minlength=NUM_PROMPTS)
     np.testing.assert_array_equal(live["times_selected"], chosen)
-    assert sum(live["times_selected"]) == sampler.batches_chosen * sampler.batch_size
+    assert sum(live["times_selected"]) == sampler.ledger.batches_chosen * sampler.batch_size
 
     saved_table = difficulty_table(final)
     assert saved_table.column_names == ["index", "predicted_success", "variance", "times_selected"]
@@ -142,7 +142,7 @@ def test_a_checkpoint_folder_loads_and_holds_the_state_of_its_step(tmp_path, mod
     trainer, kgps, _ = train(tmp_path, model, tokenizer, NUM_PROMPTS, max_steps=8, save_strategy="steps", save_steps=4)
     assert_same_selector(KGPSSelector.from_pretrained(tmp_path / "checkpoint-8"), kgps.selector)
     early = difficulty_table(str(tmp_path / "checkpoint-4"))
-    assert 0 < sum(early["times_selected"]) < kgps.sampler.batches_chosen * BATCH
+    assert 0 < sum(early["times_selected"]) < kgps.ledger.batches_chosen * BATCH
     np.testing.assert_array_equal(
         early["times_selected"],
         np.bincount(np.concatenate(kgps.batches[: sum(early["times_selected"]) // BATCH]), minlength=NUM_PROMPTS),

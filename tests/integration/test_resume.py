@@ -82,13 +82,13 @@ def assert_resumes_exactly(tmp_path, tokenizer, name, selector, config, at):
     second = run(tmp_path / "split", tokenizer, num_prompts, args, resume=checkpoint, selector=selector, config=config)
 
     resumed = first.batches + second.batches
-    assert len(straight.batches) > first.sampler.warmup_batches, "the run never left warmup"
+    assert len(straight.batches) > first.sampler.ledger.warmup_batches, "the run never left warmup"
     assert resumed[: len(straight.batches)] == straight.batches
     assert type(second.selector).__name__ == type(straight.selector).__name__
     np.testing.assert_array_equal(second.selector.predicted_success(), straight.selector.predicted_success())
-    assert second.sampler.batches_chosen == straight.sampler.batches_chosen
-    np.testing.assert_array_equal(second.sampler.times_selected, straight.sampler.times_selected)
-    assert second.sampler.times_selected.dtype == np.int32
+    assert second.sampler.ledger.batches_chosen == straight.sampler.ledger.batches_chosen
+    np.testing.assert_array_equal(second.sampler.ledger.times_selected, straight.sampler.ledger.times_selected)
+    assert second.sampler.ledger.times_selected.dtype == np.int32
     # The resumed log continues the checkpoint's: kgps/unique_prompts, repeats and lag as if never interrupted.
     np.testing.assert_equal(logged_metrics(second), logged_metrics(straight))
     if selector is None:

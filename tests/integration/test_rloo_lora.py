@@ -24,8 +24,8 @@ def test_rloo_trainer_one_line(tmp_path, model, tokenizer):
         callbacks=[NormLog(events), kgps],
     )
     trainer.train()
-    assert kgps.trainer is trainer and kgps.sampler.batches_chosen > kgps.sampler.warmup_batches
-    reference = replay(events, 16, kgps.sampler.warmup_batches)
+    assert kgps.trainer is trainer and kgps.ledger.batches_chosen > kgps.ledger.warmup_batches
+    reference = replay(events, 16, kgps.ledger.warmup_batches)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
 
@@ -44,5 +44,5 @@ def test_lora_measures_the_adapters_only(tmp_path, model, tokenizer):
     oracle = [e[1] for e in events if e[0] == "norm"]
     logged = [entry["kgps/delta_norm"] for entry in trainer.state.log_history if "kgps/delta_norm" in entry]
     np.testing.assert_allclose(logged, oracle, rtol=1e-9)
-    reference = replay(events, 16, kgps.sampler.warmup_batches)
+    reference = replay(events, 16, kgps.ledger.warmup_batches)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)

@@ -79,7 +79,7 @@ def test_quickstart(tmp_path):
     probe = """{
         "global_step": trainer.state.global_step,
         "logged": sorted({name for entry in trainer.state.log_history for name in entry}),
-        "batches_chosen": kgps.sampler.batches_chosen,
+        "batches_chosen": kgps.ledger.batches_chosen,
         "table": {"rows": len(table), "columns": list(table.columns), "selected": int(table["times_selected"].sum())},
         "saved": sorted(os.listdir(repo_id)),
         "same_beliefs": np.array_equal(selector.mean, kgps.selector.mean)

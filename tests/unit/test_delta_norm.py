@@ -7,6 +7,15 @@ import torch
 from trl_kgps.adapters.distributed import ParameterDelta, _local_shard
 
 
+def float64_sums_agree(n):
+    """
+    How far two norms of the same `n` float64 squares may differ in relative terms when summed in another order (a
+    blocked and a fused kernel, another torch release): each sum is within `(n - 1) u` of the exact one (`u` the unit
+    roundoff, recursive summation's worst case), each square root halves that, and the two errors add: `n u`.
+    """
+    return n * np.finfo(np.float64).eps / 2
+
+
 def step_and_norm(parameters, delta, update):
     before = [p.detach().double().clone() for p in parameters]
     with torch.no_grad():
@@ -109,8 +118,8 @@ def test_the_accelerator_path_gives_the_cpu_path_s_norm(monkeypatch, dtype, samp
         norm = blocked.step()
         monkeypatch.setattr(distributed, "_accelerated", lambda device: True)
         monkeypatch.setattr(distributed, "_DEVICE_CHUNK", 5000)
-        assert fused.step() == pytest.approx(norm, rel=1e-12)
+        assert fused.step() == pytest.approx(norm, rel=float64_sums_agree(sum(p.numel() for p in parameters)))
         monkeypatch.undo()
         if sample == 1.0 and dtype != torch.float32:  # float32 differences are exact for bf16/fp16 values
             oracle = sum(float(((p.detach().double() - b) ** 2).sum()) for p, b in zip(parameters, before)) ** 0.5
-            assert norm == pytest.approx(oracle, rel=1e-12)
+            assert norm == pytest.approx(oracle, rel=float64_sums_agree(sum(p.numel() for p in parameters)))

@@ -49,7 +49,7 @@ def test_warmup_is_a_permutation_then_the_selector_chooses_with_pending_excluded
     first = [next(iterator) for _ in range(6)]  # batch 1 chosen, not scored
     second = [next(iterator) for _ in range(6)]  # batch 2 chosen while batch 1 is pending
     assert not set(first) & set(second)
-    assert sampler.batches_chosen == 6 and len(sampler.ledger.pending) == 2
+    assert sampler.ledger.batches_chosen == 6 and len(sampler.ledger.pending) == 2
 
 
 def test_a_pool_too_small_for_the_exclusion_warns_once_and_selects_anyway():
@@ -128,13 +128,13 @@ def test_times_selected_counts_every_batch_chosen_warmup_included_and_round_trip
         chosen += blocks(list(sampler), 3, 2, 1)
         while sampler.ledger.pending:
             score_oldest(sampler)
-    assert sampler.times_selected.dtype == np.int32
-    np.testing.assert_array_equal(sampler.times_selected, np.bincount(np.concatenate(chosen), minlength=7))
-    assert sampler.times_selected.sum() == sampler.batches_chosen * 3 == 18
+    assert sampler.ledger.times_selected.dtype == np.int32
+    np.testing.assert_array_equal(sampler.ledger.times_selected, np.bincount(np.concatenate(chosen), minlength=7))
+    assert sampler.ledger.times_selected.sum() == sampler.ledger.batches_chosen * 3 == 18
 
     restored = make()
     restored.load_state_dict(sampler.state_dict())
-    np.testing.assert_array_equal(restored.times_selected, sampler.times_selected)
+    np.testing.assert_array_equal(restored.times_selected, sampler.ledger.times_selected)
     state = sampler.state_dict()
     state["times_selected"][0] += 1  # one more slot than the batches chosen hold
     with pytest.raises(ValueError, match="does not count 6 batches of 3 prompts out of 7"):

@@ -279,7 +279,7 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
         with open(os.path.join(training_args.output_dir, "kgps_summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
         labels = None if levels is None else [_level_label(level, level_names) for level in levels]
-        warmup_steps = kgps.sampler.warmup_batches * training_args.steps_per_generation * trainer.num_iterations
+        warmup_steps = kgps.ledger.warmup_batches * training_args.steps_per_generation * trainer.num_iterations
         figures = [
             name
             for name, written in (
@@ -492,7 +492,7 @@ def _summary(
     if levels is not None:
         # Where the rollouts went: the mean times a prompt of each level was selected, against uniform sampling's
         # (the same selections spread evenly: the mean over all prompts).
-        times, levels = kgps.sampler.times_selected, np.asarray(levels)
+        times, levels = kgps.ledger.times_selected, np.asarray(levels)
         summary["times_selected_per_prompt"] = {
             "uniform": float(times.mean()),
             **{f"level {level}": float(times[levels == level].mean()) for level in np.unique(levels)},

@@ -16,18 +16,19 @@ class FromPretrainedMixin:
     How a selector is rebuilt from what it saved: `from_state_dict(state)` builds the selector a `state_dict()` was
     taken from (its number of prompts, hyperparameters and seed) and loads it; `from_pretrained(path_or_repo_id)`
     does so from the `kgps_state.npz` a training run wrote. Each class says how it is built in
-    `_init_arguments(state)`.
+    `init_arguments(state)`.
     """
 
     @classmethod
-    def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+    def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """The constructor's keyword arguments that built the selector whose `state_dict()` is `state`."""
         raise NotImplementedError
 
     @classmethod
     def from_state_dict(cls: type[_SelectorT], state: dict[str, Any]) -> _SelectorT:
         """A new selector, built as the one that returned `state` from `state_dict()` was, holding that state."""
         try:
-            selector = cls(**cls._init_arguments(state))
+            selector = cls(**cls.init_arguments(state))
         except (KeyError, TypeError) as error:
             raise ValueError(
                 f"state does not say how to build a {cls.__name__} ({type(error).__name__}: {error}): pass a dict "
@@ -63,10 +64,10 @@ class FromPretrainedMixin:
             `OSError`: not a local directory, and the Hub repo could not be reached or holds no `kgps_state.npz`.
         """
         location = os.fspath(path_or_repo_id)
-        return cls._from_state_file(location, *_state_file.read(location, revision, cache_dir, token))
+        return cls.from_state_file(location, *_state_file.read(location, revision, cache_dir, token))
 
     @classmethod
-    def _from_state_file(
+    def from_state_file(
         cls: type[_SelectorT], location: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]
     ) -> _SelectorT:
         """The selector a state file read from `location` holds, if it is a `cls`; else a `ValueError` naming the fix."""

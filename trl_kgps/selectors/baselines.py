@@ -63,7 +63,7 @@ class _Selector(FromPretrainedMixin):
         }
 
     @classmethod
-    def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+    def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
         return {
             "num_prompts": state["num_prompts"],
             "seed": state["seed"],

@@ -429,7 +429,7 @@ class KGPSSelector(FromPretrainedMixin):
         self._ranking.invalidate()
 
     @classmethod
-    def _init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+    def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
         if state.get("config_class") == ExperimentalConfig.__name__:
             config = ExperimentalConfig(**state["config"])
         else:
