@@ -220,3 +220,20 @@ def test_the_core_install_is_what_training_imports():
         re.split(r"[<>=\[; ]", requirement)[0].replace("-", "_")
         for requirement in project["optional-dependencies"]["demo"]
     }
+
+
+def test_ci_s_oldest_environment_pins_the_floors_pyproject_declares():
+    # What the README and pyproject.toml say is supported is what CI installs: each `>=` floor of a core or demo
+    # dependency is the version .ci/oldest.txt pins, and every pin is such a floor.
+    import tomllib
+    from packaging.version import Version
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + project["optional-dependencies"]["demo"]
+    floors = dict(re.match(r"([\w-]+)>=([\w.]+)$", r).groups() for r in declared if re.match(r"[\w-]+>=[\w.]+$", r))
+    lines = (ROOT / ".ci" / "oldest.txt").read_text().splitlines()
+    pins = dict(line.split("==") for line in lines if line and not line.startswith("#"))
+    assert {name: floors.get(name) and Version(floors[name]) for name in pins} == {
+        name: Version(pin) for name, pin in pins.items()
+    }
+    assert {"torch", "trl", "transformers", "accelerate", "datasets"} <= pins.keys()
