@@ -242,20 +242,20 @@ def main():
             mean, variance = initial_state(n, "spread", np.random.default_rng(0))
             config = KGPSConfig(feature_columns=None if features is None else ["group"])
             selector = kgps_from(mean, variance, config, features=features)
-            _, median, mean_t = time_rounds(selector, args.ledger, np.random.default_rng(1), NORM)
+            _, median, mean_t = time_rounds(selector, args.rounds, np.random.default_rng(1), NORM)
             warm = kgps_from(mean, variance, config, features=features)
             round_peak = peak_bytes(lambda warm=warm: time_rounds(warm, 3, np.random.default_rng(2), NORM))
             baseline = kgps_from(mean, variance, config, WholePoolNumpy, features=features)
-            numpy_rounds = max(3, min(args.ledger, int(2e7 // n)))
+            numpy_rounds = max(3, min(args.rounds, int(2e7 // n)))
             _, numpy_median, _ = time_rounds(baseline, numpy_rounds, np.random.default_rng(1), NORM)
             print(
                 f"| {n:.0e} | {name} | {median * 1e3:.2f} ms | {mean_t * 1e3:.2f} ms | {numpy_median * 1e3:.1f} ms | "
                 f"{numpy_median / median:.0f}x | {round_peak / n:.3f} |"
             )
     if args.groups:
-        many_groups(int(max(args.sizes)), args.groups, args.ledger)
+        many_groups(int(max(args.sizes)), args.groups, args.rounds)
     if args.dps:
-        dps_rounds([int(n) for n in args.sizes if n <= 1e6], args.ledger)
+        dps_rounds([int(n) for n in args.sizes if n <= 1e6], args.rounds)
     print("\nThe paper's rule (KGPSConfig.paper()):\n")
 
     bandwidth = copy_bandwidth()
@@ -271,13 +271,13 @@ def main():
             rng = np.random.default_rng(0)
             mean, variance = initial_state(n, kind, rng)
             selector = kgps_from(mean, variance)
-            first, median, mean_t = time_rounds(selector, args.ledger, np.random.default_rng(1), NORM)
+            first, median, mean_t = time_rounds(selector, args.rounds, np.random.default_rng(1), NORM)
             state_bytes = sum(v.nbytes for v in selector.state_dict().values() if isinstance(v, np.ndarray))
             state_bytes += selector._ranking._bound.nbytes  # the score bounds, part of the working state
             warm = kgps_from(mean, variance)
             warm.select(B)
             round_peak = peak_bytes(lambda warm=warm: time_rounds(warm, 3, np.random.default_rng(2), NORM))
-            numpy_rounds = max(3, min(args.ledger, int(2e7 // n)))
+            numpy_rounds = max(3, min(args.rounds, int(2e7 // n)))
             baseline = NumpySelector(mean, variance)
             _, numpy_median, _ = time_rounds(baseline, numpy_rounds, np.random.default_rng(1), 0.1 * NORM)
             print(
