@@ -227,3 +227,18 @@ def test_the_demo_resumes_from_an_epochs_last_checkpoint_without_a_missing_weigh
     summary = json.loads((tmp_path / "kgps_summary.json").read_text())
     assert summary["steps"] == 6 and summary["rollouts"] == 6 * 16
     assert "missing keys" not in capfd.readouterr().err + caplog.text
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_command_s_defaults_follow_whether_cuda_is_present(monkeypatch, cuda):
+    # Where CUDA is visible the command keeps GRPOConfig's own precision and pinned memory; on a CPU it trains in
+    # float32 and pins nothing. (CUDA's presence is faked here; tests/gpu runs the command on a GPU.)
+    from trl import GRPOConfig
+
+    from trl_kgps.demo.train import make_parser
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    parser = make_parser()
+    fields = GRPOConfig.__dataclass_fields__
+    expected = {name: fields[name].default if cuda else False for name in ("bf16", "dataloader_pin_memory")}
+    assert {name: parser.get_default(name) for name in expected} == expected
