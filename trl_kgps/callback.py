@@ -44,6 +44,11 @@ class KGPSCallback(TrainerCallback):
             seeded with `args.seed`; or an instance with the same interface (e.g. a `KGPSSelector` restored from a
             state).
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
+        drop_zero_advantage (`bool`, *optional*, defaults to `False`): under `AsyncGRPOTrainer`, a group whose
+            completions all get the same reward (zero advantage, no gradient) never reaches the optimizer: KGPS still
+            learns from it, the rollout worker generates on until the batch is full of groups with a gradient, and
+            `kgps/zero_advantage_dropped` logs the share dropped. `GRPOTrainer` and `RLOOTrainer` cannot drop a group
+            without patching TRL's generation, and refuse it.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class KGPSCallback(TrainerCallback):
         *,
         selector: "str | PromptSelector | None" = None,
         trainer: Trainer | None = None,
+        drop_zero_advantage: bool = False,
     ):
         if config is None:
             config = getattr(selector, "config", None) or KGPSConfig()
@@ -59,7 +65,10 @@ class KGPSCallback(TrainerCallback):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         if isinstance(selector, str) and selector not in SELECTORS:
             raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
+        if not isinstance(drop_zero_advantage, bool):
+            raise TypeError(f"drop_zero_advantage must be True or False, got {drop_zero_advantage!r}.")
         self.config = config
+        self.drop_zero_advantage = drop_zero_advantage
         self._selector = selector
         self.trainer: Trainer | None = None
         self.adapter: TrainerAdapter | None = None  # `GRPOAdapter` or `AsyncGRPOAdapter`, once attached

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 
 pytest.importorskip("aiohttp")
@@ -135,9 +136,20 @@ def replay(engine, ops):
     return engine
 
 
-def train(tmp_path, *, selector="kgps", config=CONFIG, delay_seed=None, in_flight=G, resume=None, name="run", **args):
-    """A run of the real trainer with KGPS (`selector`) and `in_flight` completions generated at once; returns
-    `(trainer, callback, its EngineLog, dataset, the worker's reward log)`."""
+def train(
+    tmp_path,
+    *,
+    selector="kgps",
+    config=CONFIG,
+    delay_seed=None,
+    in_flight=G,
+    resume=None,
+    name="run",
+    drop=False,
+    **args,
+):
+    """A run of the real trainer with KGPS (`selector`; `drop`: `drop_zero_advantage`) and `in_flight` completions
+    generated at once; returns `(trainer, callback, its EngineLog, dataset, the worker's reward log)`."""
     path, tokenizer, dataset = standins.setup(tmp_path)
     args = standins.config(tmp_path / name, **args)
     reward = standins.FirstWord(tmp_path / f"{name}_rewards.jsonl")
@@ -151,7 +163,7 @@ def train(tmp_path, *, selector="kgps", config=CONFIG, delay_seed=None, in_fligh
         max_inflight_tasks=in_flight,
         delay_seed=delay_seed,
     )
-    kgps = KGPSCallback(config, selector=selector)
+    kgps = KGPSCallback(config, selector=selector, drop_zero_advantage=drop)
     log = EngineLog(kgps)
     trainer = async_grpo.AsyncGRPOTrainer(
         model=path, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer,
@@ -270,6 +282,38 @@ def test_groups_whose_samples_the_trainer_drops_as_stale_still_reach_the_selecto
     assert fed + in_flight == len(groups_scored_by_the_worker(rewards))
 
 
+@supported
+def test_groups_of_zero_advantage_never_reach_the_optimizer_and_still_reach_the_selector(tmp_path, monkeypatch):
+    """With `drop_zero_advantage`, no token the optimizer trains on has zero advantage (without it, many do: most
+    groups of this task are unanimous), every group the worker scored still reaches KGPS, and the share dropped is
+    logged."""
+    trained = []
+    compute_loss = async_grpo.AsyncGRPOTrainer.compute_loss
+
+    def spy(self, model, inputs, *args, **kwargs):
+        trained.append(inputs["advantages"][inputs["token_index"] >= 0].detach().abs().clone())
+        return compute_loss(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(async_grpo.AsyncGRPOTrainer, "compute_loss", spy)
+    train(tmp_path, max_steps=4, name="kept")
+    kept, trained[:] = torch.cat(trained), []
+    assert (kept < 1e-6).float().mean() > 0.2, "too few groups of zero advantage to tell"
+
+    trainer, kgps, log, _, rewards = train(tmp_path, max_steps=4, name="dropped", drop=True)
+    assert len(trained) == 4 and (torch.cat(trained) > 1e-6).all()
+    fed = sum(len(op[1]) for op in log.ops if op[0] == "observe")
+    in_flight = sum(r is not None for batch in kgps.adapter.service.in_flight.values() for r in batch.rewards)
+    scored = groups_scored_by_the_worker(rewards)
+    assert fed + in_flight == len(scored)
+    unanimous = sum(s in (0, G) for _, s in scored)
+    shares = [
+        entry["kgps/zero_advantage_dropped"]
+        for entry in trainer.state.log_history
+        if "kgps/zero_advantage_dropped" in entry
+    ]
+    assert unanimous > 0 and shares and 0 < max(shares) <= 1
+
+
 def saved_state(directory, engine):
     selector_state, rounds_state = _state_file.read_run(
         os.path.join(directory, _state_file.STATE_FILE), engine.selector, B
@@ -278,9 +322,9 @@ def saved_state(directory, engine):
 
 
 @supported
-@pytest.mark.parametrize("selector", SELECTORS)
-def test_resume_restores_the_state_saved_and_hands_out_its_pending_batches_first(tmp_path, selector):
-    save = dict(max_steps=4, save_strategy="steps", save_steps=2)
+@pytest.mark.parametrize("selector, drop", [(selector, False) for selector in SELECTORS] + [("kgps", True)])
+def test_resume_restores_the_state_saved_and_hands_out_its_pending_batches_first(tmp_path, selector, drop):
+    save = dict(max_steps=4, save_strategy="steps", save_steps=2, drop=drop)
     _, straight, straight_log, dataset, _ = train(tmp_path, selector=selector, **save)
     checkpoint = tmp_path / "run" / "checkpoint-2"
     _, resumed, resumed_log, _, _ = train(tmp_path, selector=selector, resume=str(checkpoint), name="resumed", **save)

@@ -421,3 +421,19 @@ def test_a_second_train_call_continues_without_a_skipped_batch_warning(tmp_path,
         trainer.train()
     assert not [record for record in caplog.records if "skipped" in record.getMessage()]
     assert kgps.ledger.batches_scored == 4 + 8  # a second train() starts again at step 0
+
+
+def test_dropping_zero_advantage_groups_is_refused_by_the_synchronous_trainer_naming_the_one_that_can(
+    tmp_path, model, tokenizer
+):
+    with pytest.raises(ValueError, match=r"drop_zero_advantage=True\) needs TRL's AsyncGRPOTrainer: GRPOTrainer"):
+        trl.GRPOTrainer(
+            model=model,
+            reward_funcs=RewardLog(),
+            args=trainer_args(tmp_path),
+            train_dataset=prompt_dataset(8),
+            processing_class=tokenizer,
+            callbacks=[KGPSCallback(drop_zero_advantage=True)],
+        )
+    with pytest.raises(TypeError, match="drop_zero_advantage must be True or False, got 'yes'"):
+        KGPSCallback(drop_zero_advantage="yes")

@@ -64,10 +64,20 @@ class SelectionService:
         config (`KGPSConfig`): the success rule's settings.
         metrics_queue: the worker's metrics queue, which the trainer's `log()` drains into its logs.
         model_version (`Callable[[], int]`): the version the trainer serves now.
+        drop_zero_advantage (`bool`): whether the worker keeps groups of zero advantage from the optimizer, whose
+            share each batch's metrics then give (`kgps/zero_advantage_dropped`).
     """
 
-    def __init__(self, engine: SelectionEngine, config: Any, metrics_queue: Any, model_version: Any):
+    def __init__(
+        self,
+        engine: SelectionEngine,
+        config: Any,
+        metrics_queue: Any,
+        model_version: Any,
+        drop_zero_advantage: bool = False,
+    ):
         self.engine = engine
+        self.drop_zero_advantage = drop_zero_advantage
         self.config = config
         self.metrics_queue = metrics_queue
         self.model_version = model_version
@@ -159,8 +169,11 @@ class SelectionService:
             self.next_batch_id += 1
         return pending.handed_as, pending.indices.tolist()
 
-    def observe(self, batch_id: int, position: int, index: int, version: int, rewards: np.ndarray) -> None:
-        """Records a scored group; the batch's last one feeds the whole batch to the selector."""
+    def observe(
+        self, batch_id: int, position: int, index: int, version: int, rewards: np.ndarray, dropped: bool = False
+    ) -> None:
+        """Records a scored group (`dropped`: kept from the optimizer, of zero advantage); the batch's last one feeds
+        the whole batch to the selector."""
         with self.lock:
             flight = self.in_flight.get(batch_id)
             if flight is None or flight.indices[position] != index or flight.rewards[position] is not None:
@@ -170,12 +183,15 @@ class SelectionService:
                 )
             flight.rewards[position] = np.asarray(rewards, dtype=np.float64)
             flight.versions[position] = int(version)
+            flight.dropped += bool(dropped)
             if not flight.complete:
                 return
             G = flight.rewards[0].shape[0]
             s, k = self.engine.outcomes(np.concatenate(flight.rewards), G)
             _, metrics = self.engine.observe(flight.indices, s, k, chosen=flight)
             metrics["kgps/version_lag"] = float(self.model_version() - np.mean(flight.versions))
+            if self.drop_zero_advantage:
+                metrics["kgps/zero_advantage_dropped"] = flight.dropped / len(flight.indices)
         self.log(metrics)
 
     def predict(self, delta_norm: float) -> None:
@@ -309,11 +325,20 @@ class AsyncGRPOAdapter(TrainerAdapter):
             self.selector = selector
             worker = trainer.rollout_worker
             self.service = SelectionService(
-                self.engine, self.config, worker.metrics_queue, lambda: trainer.model_version
+                self.engine,
+                self.config,
+                worker.metrics_queue,
+                lambda: trainer.model_version,
+                self.owner.drop_zero_advantage,
             )
             async_trl_private.stop_after(worker, self.service.stop)
         self.service.restart()
-        async_trl_private.adopt(trainer.rollout_worker, self.service.listen(), self.service.authkey)
+        async_trl_private.adopt(
+            trainer.rollout_worker,
+            self.service.listen(),
+            self.service.authkey,
+            drop_zero_advantage=self.owner.drop_zero_advantage,
+        )
 
     # Training ------------------------------------------------------------------------------------------------
 

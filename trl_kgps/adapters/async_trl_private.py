@@ -9,7 +9,7 @@ with `_score_group` and queues the samples. KGPS keeps all of that and replaces 
 | member | use |
 |---|---|
 | `_AsyncRolloutLoop._repeat_iterator()` | replaced: yields the prompts the selection engine chooses, `(group id, row)` once per completion |
-| `_AsyncRolloutLoop._score_group(group)` | wrapped: each group's rewards (one column per reward source) go to the engine |
+| `_AsyncRolloutLoop._score_group(group)` | wrapped: each group's rewards (one column per reward source) go to the engine; with `drop_zero_advantage`, a group whose samples all have zero advantage returns none |
 | `_AsyncRolloutLoop.reward_funcs`, `reward_func_names`, `_env_reward_types`, `_provides_rollout_reward` | read: the reward columns, as `_score_group` builds them |
 | `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine; `_loop_kwargs["reward_funcs"]` and `["environment_factory"]` read: which columns a reward function or an environment reads, never metadata |
 | `AsyncRolloutWorker.metrics_queue` | appended to: `kgps/*` metrics, which the trainer's `log()` drains into its logs |
@@ -83,8 +83,13 @@ RELIED_ON = (
     Relied("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="the version KGPS's norms follow"),
     Relied("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the worker"),
 )  # fmt: skip
+# Below this, a sample's advantage is zero: TRL standardizes rewards by their std + 1e-8, so equal rewards give 0 up to
+# float rounding, and rewards that differ give advantages of order 1.
+ZERO_ADVANTAGE = 1e-6
 # The fields of a scored group that KGPS reads.
 GROUP_FIELDS = ("group_id", "model_version", "env_rewards", "rollout_rewards")
+# The fields of a sample `_score_group` returns that KGPS reads (to drop a group of zero advantage).
+SAMPLE_FIELDS = ("advantage",)
 
 
 @functools.cache
@@ -144,13 +149,17 @@ def check() -> None:
     import trl
 
     problems = [(relied, why) for relied in RELIED_ON if (why := _differs(relied)) is not None]
-    try:
-        fields = {f.name for f in dataclasses.fields(find("RolloutGroup"))}
-    except (LookupError, TypeError):
-        fields = set()
-    if not problems and not set(GROUP_FIELDS) <= fields:
-        missing = ", ".join(sorted(set(GROUP_FIELDS) - fields))
-        problems.append((Relied("RolloutGroup", use="read: each scored group"), f"it has no field {missing}"))
+    for name, read, use in (
+        ("RolloutGroup", GROUP_FIELDS, "read: each scored group"),
+        ("RolloutSample", SAMPLE_FIELDS, "read: each sample's advantage"),
+    ):
+        try:
+            fields = {f.name for f in dataclasses.fields(find(name))}
+        except (LookupError, TypeError):
+            fields = set()
+        if not problems and not set(read) <= fields:
+            missing = ", ".join(sorted(set(read) - fields))
+            problems.append((Relied(name, use=use), f"it has no field {missing}"))
     if problems:
         relied, why = problems[0]
         raise RuntimeError(
@@ -180,17 +189,20 @@ class KGPSRolloutLoop:
     It talks to the engine over one connection (`multiprocessing.connection`, whose address and key are picklable
     loop arguments, where TRL's spawn refuses a queue): it sends `("columns", names)` once, then `("choose",)` when it
     needs prompts, answered by `(batch id, [dataset indices])` (or `("error", message)`), and `("scored", batch id,
-    position, dataset index, model version, rewards)` for every group it scored, `rewards` of shape `(completions,
-    reward columns)`, NaN where a reward source returned `None`.
+    position, dataset index, model version, rewards, dropped)` for every group it scored, `rewards` of shape
+    `(completions, reward columns)`, NaN where a reward source returned `None`. With `kgps_drop_zero_advantage`, a
+    group whose every sample has zero advantage (its rewards all equal: no gradient) is `dropped`: scored and reported,
+    but none of its samples is queued for the trainer, and the worker generates on to fill the trainer's batch.
     """
 
-    def __init__(self, *, kgps_address: str, kgps_authkey: bytes, **kwargs):
+    def __init__(self, *, kgps_address: str, kgps_authkey: bytes, kgps_drop_zero_advantage: bool = False, **kwargs):
         super().__init__(**kwargs)
         from multiprocessing.connection import Client
 
         self._kgps = Client(kgps_address, authkey=kgps_authkey)
         self._kgps_groups: dict[int, tuple[int, int, int]] = {}  # group id -> (batch id, position, dataset index)
         self._kgps_recorded: list[list[float | None] | None] = []
+        self._kgps_drop_zero_advantage = kgps_drop_zero_advantage
         self.reward_funcs = [_recorded(f, self._kgps_recorded, i) for i, f in enumerate(self.reward_funcs)]
         self._kgps.send(("columns", list(self.reward_func_names)))
 
@@ -218,8 +230,11 @@ class KGPSRolloutLoop:
         self._kgps_recorded[:] = [None] * len(self.reward_funcs)
         samples = await super()._score_group(group)
         batch_id, position, index = self._kgps_groups.pop(group.group_id)
-        self._kgps.send(("scored", batch_id, position, index, group.model_version, self._kgps_rewards(group)))
-        return samples
+        # Advantages are standardized rewards: equal rewards give exactly 0 up to rounding, unequal ones order 1.
+        dropped = self._kgps_drop_zero_advantage and all(abs(s.advantage) < ZERO_ADVANTAGE for s in samples)
+        rewards = self._kgps_rewards(group)
+        self._kgps.send(("scored", batch_id, position, index, group.model_version, rewards, dropped))
+        return [] if dropped else samples
 
     def _kgps_rewards(self, group) -> np.ndarray:
         """`(completions, columns)` float64: the reward columns `_score_group` sums, NaN where one returned `None`."""
@@ -287,16 +302,19 @@ def check_worker(worker: Any) -> None:
         )
 
 
-def adopt(worker: Any, address: str, authkey: bytes) -> None:
+def adopt(worker: Any, address: str, authkey: bytes, drop_zero_advantage: bool = False) -> None:
     """
     Makes `worker` (not yet started; one `check_worker` accepted) run its loop with `KGPSRolloutLoop` mixed in, which
-    connects to the engine's listener at `address` with `authkey`.
+    connects to the engine's listener at `address` with `authkey`, and keeps groups of zero advantage from the trainer
+    if `drop_zero_advantage`.
     """
     base = worker._loop_cls
     if isinstance(base, functools.partial) and base.func is kgps_loop:  # adopted by an earlier train()
         base = base.args[0]
     worker._loop_cls = functools.partial(kgps_loop, base)
-    worker._loop_kwargs.update(kgps_address=address, kgps_authkey=authkey)
+    worker._loop_kwargs.update(
+        kgps_address=address, kgps_authkey=authkey, kgps_drop_zero_advantage=drop_zero_advantage
+    )
 
 
 def stop_after(worker: Any, stop: Any) -> None:

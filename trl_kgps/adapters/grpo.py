@@ -69,6 +69,13 @@ class GRPOAdapter(TrainerAdapter):
             )
         check_map_style(trainer.train_dataset)
         _check_columns_kept(trainer.args)
+        if getattr(owner, "drop_zero_advantage", False):
+            raise ValueError(
+                f"KGPSCallback(drop_zero_advantage=True) needs TRL's AsyncGRPOTrainer: {type(trainer).__name__} "
+                "generates and trains on whole generation batches, and dropping a group would need a patch of its "
+                "generation. Here a group of equal rewards has zero advantage and gives no gradient already; KGPS "
+                "makes such groups rarer. Leave drop_zero_advantage unset, or train with AsyncGRPOTrainer."
+            )
         self.sampler: KGPSRepeatSampler | None = None
         trl_private.bind(
             trainer,

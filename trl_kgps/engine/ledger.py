@@ -74,6 +74,7 @@ class ChosenBatch:
     handed_as: int | None = None  # the id the asynchronous worker was handed it under; None: not handed (yet, again)
     rewards: list[np.ndarray | None] = field(default_factory=list)  # per position, its group's (G, F) rewards
     versions: list[int] = field(default_factory=list)  # per position, the model version that generated the group
+    dropped: int = 0  # its groups the asynchronous worker kept from the optimizer (zero advantage)
 
     def hand_out(self, batch_id: int | None) -> None:
         """Handed to the asynchronous worker under `batch_id`, no group scored yet; `None` takes it back (a new worker
@@ -81,6 +82,7 @@ class ChosenBatch:
         self.handed_as = batch_id
         self.rewards = [] if batch_id is None else [None] * len(self.indices)
         self.versions = [] if batch_id is None else [0] * len(self.indices)
+        self.dropped = 0
 
     @property
     def complete(self) -> bool:
