@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine.engine import SelectionEngine
+from ..engine.ledger import BatchLedger
 from ..selectors import SELECTORS, build_selector
 from .variants import VARIANTS, variant_config
 
@@ -163,6 +164,18 @@ def oracle_batch(
     return np.argsort(-key, kind="stable")[:batch_size]
 
 
+class _SimulatorLedger(BatchLedger):
+    """The warmup in the simulator's own order: one permutation from its stream `[seed, 2]`, not the trainers'
+    `[seed, epoch]`, so that its recorded runs replay."""
+
+    def warmup_order(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, 2]).permutation(self.num_prompts)
+
+
+class _SimulatorEngine(SelectionEngine):
+    ledger_class = _SimulatorLedger
+
+
 class _Oracle:
     """
     Knows every prompt's logit `psi` (the simulator's array, which it moves in place) and chooses by `oracle_batch`;
@@ -262,15 +275,7 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
     dynamic = _DynamicSampling(selector, psi, k, world) if method == "ds" else None
     warmup = scenario.num_prompts // B
     total = warmup + steps
-    # One warmup epoch, in the simulator's own order (its stream [seed, 2], not the engine's [seed, 0]).
-    order = np.random.default_rng([seed, 2]).permutation(scenario.num_prompts)
-    engine = SelectionEngine(
-        dynamic if dynamic is not None else selector,
-        B,
-        0 if no_warmup else warmup,
-        seed,
-        warmup_permutation=lambda epoch: order,
-    )
+    engine = _SimulatorEngine(dynamic if dynamic is not None else selector, B, 0 if no_warmup else warmup, seed)
     trace, spent, trials = Trace(), 0, np.full(B, k)
     if scenario.level_means:
         times_trained = np.zeros(scenario.num_prompts)

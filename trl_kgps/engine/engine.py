@@ -15,7 +15,6 @@ and the norms come from.
 """
 
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 
@@ -59,14 +58,14 @@ class SelectionEngine:
         batch_size (`int`): `B`, distinct prompts per generation batch.
         warmup_batches (`int`, *optional*, defaults to `0`): uniform batches first (see `BatchLedger`).
         seed (`int`, *optional*, defaults to `0`): seeds the warmup's permutations.
-        warmup_permutation (`Callable[[int], np.ndarray]`, *optional*): the warmup's permutation of epoch `e`, in
-            place of the seeded one (see `BatchLedger`).
 
     Attributes:
-        ledger (`BatchLedger`): the bookkeeping: pending batches, counters, prompts observed.
+        ledger (`BatchLedger`): the bookkeeping: pending batches, counters, prompts observed; of `ledger_class`.
         rule (`SuccessRule` or `None`): how rewards become outcomes; the adapter sets it once it knows the reward
             functions.
     """
+
+    ledger_class: type[BatchLedger] = BatchLedger
 
     def __init__(
         self,
@@ -74,10 +73,9 @@ class SelectionEngine:
         batch_size: int,
         warmup_batches: int = 0,
         seed: int = 0,
-        warmup_permutation: Callable[[int], np.ndarray] | None = None,
     ):
         self.selector = selector
-        self.ledger = BatchLedger(selector, batch_size, warmup_batches, seed, warmup_permutation)
+        self.ledger = self.ledger_class(selector, batch_size, warmup_batches, seed)
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
 

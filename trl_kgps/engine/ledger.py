@@ -16,7 +16,6 @@ awaiting rewards and, where the sampler iterates epochs, `BatchLedger.epoch` the
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,9 +122,7 @@ class BatchLedger:
         warmup_batches (`int`, *optional*, defaults to `0`): batches chosen uniformly first — slices of a seeded
             permutation per epoch of `num_prompts // B` batches, TRL's order — whose outcomes initialise each prompt's
             belief on its first observation; no process noise is added until they are all scored.
-        seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
-        warmup_permutation (`Callable[[int], np.ndarray]`, *optional*): the permutation of the prompts that warmup
-            epoch `e` takes its batches from, in place of the one seeded by `[seed, e]` (the simulator keeps its own).
+        seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations (`warmup_order`).
 
     Attributes:
         pending (`deque[ChosenBatch]`): chosen batches not yet scored, oldest first.
@@ -146,7 +143,6 @@ class BatchLedger:
         batch_size: int,
         warmup_batches: int = 0,
         seed: int = 0,
-        warmup_permutation: Callable[[int], np.ndarray] | None = None,
     ):
         num_prompts = selector.num_prompts
         check_batch_size(batch_size, num_prompts)
@@ -154,7 +150,6 @@ class BatchLedger:
         self.batch_size = batch_size
         self.warmup_batches = warmup_batches
         self.seed = seed
-        self.warmup_permutation = warmup_permutation
         self.pending: deque[ChosenBatch] = deque()
         self.epoch: list[ChosenBatch] | None = None
         self.batches_chosen = 0
@@ -187,6 +182,11 @@ class BatchLedger:
 
     # Choosing ------------------------------------------------------------------------------------------------
 
+    def warmup_order(self, epoch: int) -> np.ndarray:
+        """The permutation of the prompts, `(N,)`, whose consecutive slices are warmup epoch `epoch`'s batches: seeded
+        by `[seed, epoch]`, as TRL's sampler seeds each epoch's."""
+        return np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts)
+
     def begin_epoch(self) -> None:
         """The sampler starts an epoch whose batches are all chosen afresh."""
         self.epoch = []
@@ -198,11 +198,7 @@ class BatchLedger:
             # e.g. permutation [2, 4, 3, 1, 0, 6, 5], B = 3 -> [2, 4, 3], then [1, 0, 6] (the tail is dropped)
             epoch, position = divmod(self.batches_chosen, self.batches_per_epoch)
             if self._warmup_order[0] != epoch:
-                if self.warmup_permutation is None:
-                    order = np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts)
-                else:
-                    order = np.asarray(self.warmup_permutation(epoch))
-                self._warmup_order = (epoch, order)
+                self._warmup_order = (epoch, np.asarray(self.warmup_order(epoch)))
             batch = self._warmup_order[1][position * self.batch_size : (position + 1) * self.batch_size]
         else:
             start = time.perf_counter()
