@@ -92,18 +92,18 @@ class SpyKGPS(KGPSCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)  # the data loader and its sampler exist by now
-        rounds = self.sampler.ledger
-        if "choose" not in vars(rounds):  # not spied on yet
-            choose = rounds.choose
+        ledger = self.sampler.ledger
+        if "choose" not in vars(ledger):  # not spied on yet
+            choose = ledger.choose
 
             def spy():
-                lag = len(rounds.pending)
+                lag = len(ledger.pending)
                 batch = choose()
                 self.batches.append(batch.tolist())
                 self.lags.append(lag)
                 return batch
 
-            rounds.choose = spy
+            ledger.choose = spy
 
 
 def train(

@@ -97,7 +97,7 @@ def snapshot(engine):
 
 
 def assert_same_state(actual, expected):
-    """Selector and rounds states equal bit for bit, but for how long each pending choice took (a wall time)."""
+    """Selector and ledger states equal bit for bit, but for how long each pending choice took (a wall time)."""
     for got, want in zip(actual, expected):
         assert got.keys() == want.keys()
         for key, value in want.items():
@@ -247,10 +247,10 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     scored = [i for i, _ in groups]
     assert scored != handed[: len(scored)]  # out of order
     assert collections.Counter(scored) <= collections.Counter(handed)
-    rounds = kgps.ledger
+    ledger = kgps.ledger
     chosen = [op[1] for op in log.ops if op[0] == "choose"]
     fed = [tuple(op[1]) for op in log.ops if op[0] == "observe"]
-    assert len(fed) == rounds.batches_scored > 0
+    assert len(fed) == ledger.batches_scored > 0
     # A batch is fed at most as often as it was chosen (thread timing may choose the same prompts twice).
     assert collections.Counter(fed) <= collections.Counter(tuple(batch) for batch in chosen)
     # Every group the worker scored is counted exactly once: fed with its outcome, or held in a batch in flight.
@@ -263,8 +263,8 @@ def test_threaded_run_groups_finish_out_of_order_and_none_is_lost_or_counted_twi
     )
     assert not outcomes - collections.Counter(groups)
     assert collections.Counter(i for i, _ in outcomes.elements()) + waiting == collections.Counter(scored)
-    assert rounds.batches_chosen == len(chosen) and rounds.times_selected.sum() == len(chosen) * B
-    assert len(rounds.pending) == len(chosen) - len(fed) == len(kgps.adapter.service.in_flight)
+    assert ledger.batches_chosen == len(chosen) and ledger.times_selected.sum() == len(chosen) * B
+    assert len(ledger.pending) == len(chosen) - len(fed) == len(kgps.adapter.service.in_flight)
     assert kgps.rollouts == len(fed) * B * G
     assert kgps.adapter.service.error is None
     assert_same_state(snapshot(kgps.engine), snapshot(replay(fresh_engine(selector, dataset), log.ops)))
@@ -515,8 +515,8 @@ def test_the_warmup_of_the_callbacks_config_runs_under_both_trainers(tmp_path):
     config = KGPSConfig.paper(delta_norm_sample=1.0)
     _, kgps, log, dataset, _ = train(tmp_path / "async", selector="mopps", config=config, max_steps=12)
     _, spy = grpo_trainer(tmp_path / "sync", config, "mopps", max_steps=12)
-    for rounds, warmup in ((kgps.ledger, log.handed[:12]), (spy.ledger, spy.batches[:12])):
-        assert rounds.warmup_batches == 12
+    for ledger, warmup in ((kgps.ledger, log.handed[:12]), (spy.ledger, spy.batches[:12])):
+        assert ledger.warmup_batches == 12
         assert sorted(np.concatenate(warmup).tolist()) == list(range(len(dataset)))
 
 

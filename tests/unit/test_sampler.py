@@ -78,7 +78,7 @@ def test_state_round_trip_replays_the_epoch_so_far():
     ]
     replayed = list(restored)
     assert replayed[:12] == head, "the resumed epoch starts with the batches chosen before the checkpoint"
-    assert restored.batches_chosen == 3
+    assert restored.ledger.batches_chosen == 3
 
 
 def test_a_waiting_batch_has_one_record_which_the_epoch_and_the_pending_batches_share():
@@ -134,7 +134,7 @@ def test_times_selected_counts_every_batch_chosen_warmup_included_and_round_trip
 
     restored = make()
     restored.load_state_dict(sampler.state_dict())
-    np.testing.assert_array_equal(restored.times_selected, sampler.ledger.times_selected)
+    np.testing.assert_array_equal(restored.ledger.times_selected, sampler.ledger.times_selected)
     state = sampler.state_dict()
     state["times_selected"][0] += 1  # one more slot than the batches chosen hold
     with pytest.raises(ValueError, match="does not count 6 batches of 3 prompts out of 7"):
