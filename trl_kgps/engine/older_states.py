@@ -11,8 +11,9 @@ What each release wrote, and what it lacks:
 - 0.2: version 2, one filter per prompt by default (no shared factor); otherwise as 0.1.
 - 0.3.0.dev: the digest of the `prompt` column alone, a trainer record without its loop, and every field of
   `ExperimentalConfig` with no config class.
-- Baselines saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without `adapt_after_epochs`, `epoch` and
-  `rules` (it continues with the walk it was saved under, `GRESOSelector._select_before_rules`).
+- Baselines saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without
+  `adapt_after_epochs`, `epoch` and `rules` (it continues with the walk it was saved under,
+  `GRESOSelector._select_before_rules`).
 """
 
 from typing import Any
@@ -34,7 +35,7 @@ _VERSION_1_DEFAULTS = {
     "pass_position": 0,
     "gamma_scale": 1.0,
     "drift": 0.0,
-    "group_size_seen": 8,
+    "group_size_seen": 8,  # KGPSSelector's group size before it has seen one
     "last_nis": float("nan"),
 }
 
