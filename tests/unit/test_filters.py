@@ -72,7 +72,8 @@ def test_the_drift_moves_every_prompt_by_its_share_of_the_batch_s_mean_change():
 @pytest.mark.parametrize("noise_share", [0.0, 0.5, 1.0])
 def test_the_shared_filter_is_the_exact_joint_filter_after_one_batch(noise_share):
     # From a factorised belief, one batch: every prompt's mean, the shared factor's moments and the variance of every
-    # prompt the batch did not hold are the exact joint posterior's (shared_factor.py says why an observed prompt's is not).
+    # prompt the batch did not hold are the exact joint posterior's (shared_factor.py says why an observed prompt's
+    # is not).
     level = np.repeat(np.arange(4), 10)
     rows = design(level.size, {"level": level})
     shared = SharedFilter(rows, 1.0, 0.7, noise_share, residual_adaptation=0.0)
