@@ -16,7 +16,7 @@ awaiting rewards and, where the sampler iterates epochs, `BatchLedger.epoch` the
 import time
 import warnings
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,7 +58,7 @@ class RecentBatches:
         return repeats
 
 
-@dataclass
+@dataclass(slots=True)
 class ChosenBatch:
     """
     A chosen generation batch: the one record of its life, from its choice to its outcomes. The asynchronous
@@ -71,16 +71,16 @@ class ChosenBatch:
     lag: int = 0  # batches already pending when it was chosen
     select_seconds: float | None = None  # how long the selector took to choose it; None during the warmup
     handed_as: int | None = None  # the id the asynchronous worker was handed it under; None: not handed (yet, again)
-    rewards: list[np.ndarray | None] = field(default_factory=list)  # per position, its group's (G, F) rewards
-    versions: list[int] = field(default_factory=list)  # per position, the model version that generated the group
+    rewards: list[np.ndarray | None] | None = None  # once handed out: per position, its group's (G, F) rewards
+    versions: list[int] | None = None  # once handed out: per position, the model version that generated the group
     dropped: int = 0  # its groups the asynchronous worker kept from the optimizer (zero advantage)
 
     def hand_out(self, batch_id: int | None) -> None:
         """Handed to the asynchronous worker under `batch_id`, no group scored yet; `None` takes it back (a new worker
         is handed it again)."""
         self.handed_as = batch_id
-        self.rewards = [] if batch_id is None else [None] * len(self.indices)
-        self.versions = [] if batch_id is None else [0] * len(self.indices)
+        self.rewards = None if batch_id is None else [None] * len(self.indices)
+        self.versions = None if batch_id is None else [0] * len(self.indices)
         self.dropped = 0
 
     @property
@@ -394,7 +394,8 @@ class BatchLedger:
         )
         if epoch is not None:
             # e.g. epoch [a, b, c], pending [c]: a and b were scored (their predictions are not kept), c is awaited
-            self.epoch = [ChosenBatch(indices, np.full(B, np.nan)) for indices in epoch.astype(np.int64)]
+            unknown = np.full(B, np.nan)
+            self.epoch = [ChosenBatch(indices, unknown) for indices in epoch.astype(np.int64)]
             position = len(self.epoch) - 1
             for chosen in reversed(self.pending):
                 if position < 0 or not np.array_equal(self.epoch[position].indices, chosen.indices):
