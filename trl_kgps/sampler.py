@@ -6,7 +6,7 @@ import numpy as np
 from torch.utils.data import Sampler
 
 from .engine.engine import build_engine
-from .engine.ledger import BatchLedger
+from .engine.ledger import BatchLedger, check_batch_size
 from .engine.protocol import PromptSelector
 from .selectors import KGPSSelector
 
@@ -66,7 +66,10 @@ class KGPSRepeatSampler(Sampler[int]):
         seed: int = 0,
     ):
         num_prompts = len(data_source)
-        selector = KGPSSelector(num_prompts) if selector is None else selector
+        if selector is None:
+            # the batch's fit is checked before a selector is built for the rows: an empty dataset gets that message
+            check_batch_size(batch_size, num_prompts, PROMPTS_PER_BATCH)
+            selector = KGPSSelector(num_prompts)
         self.engine = build_engine(selector, num_prompts, batch_size, warmup_epochs, seed, PROMPTS_PER_BATCH)
         self.data_source = data_source
         self.mini_repeat_count = mini_repeat_count

@@ -1,10 +1,9 @@
-"""The rounds' bookkeeping without a trainer: what is chosen, what is pending, what a score does, its state."""
+"""The ledger of the rounds without a trainer: what is chosen, what is pending, what a score does, its state."""
 
 import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.engine import older_states
 from trl_kgps.engine.ledger import BatchLedger
 
 
@@ -137,7 +136,7 @@ def test_the_locking_metrics_and_pending_batches_continue_after_a_round_trip_as_
     assert len({u for _, _, _, u in expected}) > 1, "the window's distinct prompts never changed"
 
     old = {key: value for key, value in state.items() if not key.startswith(("pending_", "recent_"))}
-    resumed.load_state_dict(older_states.ledger_arrays(old))  # as 0.1 and 0.2 saved it: no lags, times or window
+    resumed.load_state_dict(old)  # as trl-kgps 0.1 and 0.2 saved it: no lags, selection times or window
     assert [(p.lag, p.select_seconds) for p in resumed.pending] == [(0, None)] and not resumed.recent.batches
 
 

@@ -1,6 +1,6 @@
 """
-The shared factor (`trl_kgps.selectors.shared_factor`) against the exact joint Kalman filter with a dense covariance over
-the shared factor and every residual, and its feature rows against their definition.
+The shared factor (`trl_kgps.selectors.shared_factor`) against the exact joint Kalman filter with a dense covariance
+over the shared factor and every residual, and its feature rows against their definition.
 """
 
 import numpy as np

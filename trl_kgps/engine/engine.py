@@ -108,10 +108,9 @@ class SelectionEngine:
         chosen: ChosenBatch | None = None,
     ) -> tuple[Observed | None, dict[str, float]]:
         """
-        Feeds a scored batch's outcomes to the selector (`BatchLedger.observe`; where batches finish in any order, as in the
-        asynchronous trainer, `chosen` names its pending record) and returns
-        `(scored, metrics)`: `scored` is `None` for the last batch scored again, whose outcomes were already observed
-        (then `metrics` is empty).
+        Feeds a scored batch's outcomes to the selector (`BatchLedger.observe`; where batches finish in any order, as
+        in the asynchronous trainer, `chosen` names its pending record) and returns `(scored, metrics)`: `scored` is
+        `None` for the last batch scored again, whose outcomes were already observed (then `metrics` is empty).
         """
         scored = self.ledger.observe(batch, successes, trials, chosen=chosen)
         if scored is None:

@@ -41,8 +41,8 @@ _VERSION_1_DEFAULTS = {
 
 
 def kgps_state(state: dict[str, Any]) -> dict[str, Any]:
-    """A `KGPSSelector` state of any version read, with the entries version 1 lacks."""
-    return {**_VERSION_1_DEFAULTS, **state} if state.get("version") == 1 else state
+    """A `KGPSSelector` state of any version, with the entries version 1 lacks filled in where it lacks them."""
+    return {**_VERSION_1_DEFAULTS, **state}
 
 
 def kgps_config_fields(state: dict[str, Any]) -> dict[str, Any]:
@@ -87,8 +87,8 @@ def mopps_state(state: dict[str, Any], num_prompts: int) -> dict[str, Any]:
 
 
 def ledger_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The ledger's arrays of a state file, with the lags, selection times and window that 0.1 and 0.2 did not save:
-    lag 0 and no selection time for every pending batch, and an empty window."""
+    """The ledger's state (`BatchLedger.state_dict`), with the lags, selection times and window that 0.1 and 0.2 did
+    not save: lag 0 and no selection time for every pending batch, and an empty window."""
     pending = np.asarray(arrays["pending"])
     return {
         "pending_lags": np.zeros(pending.shape[0], dtype=np.int64),

@@ -186,7 +186,6 @@ def read_run(
     _check_trainer(path, saved_trainer, trainer or {})
     sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
     sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
-    sampler_state = older_states.ledger_arrays(sampler_state)
     return unpack_selector(arrays, meta), sampler_state
 
 
