@@ -13,7 +13,13 @@ know what no real selector can:
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone);
-- `ds`: DAPO's dynamic sampling, emulated outside the trainer (it pays for screening rollouts);
+- `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
+  rewards are dropped and generation goes on until the step holds `B` mixed groups, on uniformly drawn prompts or on
+  those `KGPSCallback()` chooses (every completion generated is a rollout);
+- `one_line_long`: `KGPSCallback()` trained `LONG` times the regime's steps, its learning-rate schedule stretched to
+  them (warmup steps as the regime's, then linear decay to zero at the last step): what the one line reaches with
+  the rollouts dynamic sampling spends;
+- `ds`: dynamic sampling emulated outside the trainer (it screens candidates, then trains on a fresh group of each);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
   one (`ChosenAhead`), as TRL's asynchronous trainer chooses prompts several versions ahead of the policy that
@@ -53,14 +59,27 @@ SUITE = (
 ONE_LINE = {"one_line": ("prompt", "answer", "level"), "one_line_no_metadata": ("prompt", "answer")}
 
 
+# Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
+DYNAMIC_SAMPLING = {"uniform_ds": "uniform", "one_line_ds": "one_line"}
+# A method trained `LONG` times the regime's steps.
+LONG = 3
+LONGER = {"one_line_long": "one_line"}
+
+
+def base_method(method: str) -> str:
+    """The method whose selector and dataset `method` uses: `one_line` for `one_line_ds` and `one_line_long`."""
+    return DYNAMIC_SAMPLING.get(method) or LONGER.get(method) or method
+
+
 def dataset_for(method: str, train):
     """The train dataset as `method` sees it: for the one line, only the columns a user's dataset holds (`ONE_LINE`)."""
+    method = base_method(method)
     return train.select_columns(list(ONE_LINE[method])) if method in ONE_LINE else train
 
 
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
-OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DPS_RECIPES, *AHEAD)
+OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DYNAMIC_SAMPLING, *LONGER, *DPS_RECIPES, *AHEAD)
 ORACLES = ("oracle", "oracle_level", "oracle_greedy")  # each takes a refresh period: `oracle@25`
 BASELINE = "uniform"
 # The columns a KGPS configuration can read as its feature, named `<variant>:<column>` (`variant_config`): the
@@ -274,6 +293,7 @@ def build(method: str, setting, model, seed: int):
     `(selector, config)` for `KGPSCallback(config, selector=selector)`: a library name or a benchmark-only selector
     that reads `model` (the policy being trained) for its truth or its screening.
     """
+    method = base_method(method)
     if method in ONE_LINE:
         return None, KGPSConfig()
     G = setting.regime.num_generations

@@ -47,6 +47,7 @@ def curves(outcome: dict) -> dict:
             batch_mae=float(np.mean([v for _, v in outcome["batch_mae"]])) if outcome["batch_mae"] else None,
             distinct_prompts=outcome["distinct_prompts"],
             max_times_selected=int(counts.max()),
+            dropped_share=outcome.get("dropped_share"),
             wall_s=outcome["wall_s"],
         ),
     )

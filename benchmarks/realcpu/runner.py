@@ -63,13 +63,20 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         embeddings = methods.policy_embeddings(model, setting.tokenizer, train["prompt"])
         train = train.add_column("embedding", embeddings.tolist())
     kgps = KGPSCallback(config, selector=selector)
-    snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _ds_extra(method, kgps))
+    trainer_class, extra = GRPOTrainer, {}
+    if method in methods.DYNAMIC_SAMPLING:
+        from benchmarks.realcpu.dynamic_sampling import DynamicSamplingTrainer
+
+        trainer_class, extra = DynamicSamplingTrainer, dict(kgps=kgps)
+    steps = regime.steps * (methods.LONG if method in methods.LONGER else 1)
+    trainer = None
+    snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _extra_rollouts(method, kgps, trainer))
     args = GRPOConfig(
         output_dir=os.path.join(tempfile.gettempdir(), "trl-kgps-real-cpu", f"{regime.name}-{method}-{seed}"),
         report_to="none",
         per_device_train_batch_size=regime.rollouts_per_step,
         num_generations=regime.num_generations,
-        max_steps=regime.steps,
+        max_steps=steps,
         logging_steps=1,
         save_strategy="no",  # nothing is saved
         seed=seed,
@@ -77,13 +84,14 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         log_level="error",
         **setting.grpo,
     )
-    trainer = GRPOTrainer(
+    trainer = trainer_class(
         model=model,
         reward_funcs=setting.reward,
         args=args,
         train_dataset=train,
         processing_class=setting.tokenizer,
         callbacks=[kgps, snapshots, *(observer(setting, kgps) for observer in observers)],
+        **extra,
     )
     _quiet(trainer)
     start = time.perf_counter()
@@ -102,6 +110,10 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),
         times_selected=kgps.ledger.times_selected.tolist(),
         levels=setting.true_levels.tolist(),
+        # dynamic sampling: the share of the groups generated that it dropped
+        dropped_share=trainer.groups_dropped / trainer.groups_generated
+        if hasattr(trainer, "groups_dropped")
+        else None,
     )
 
 
@@ -113,8 +125,13 @@ def _quiet(trainer) -> None:
         trainer.remove_callback(callback)
 
 
-def _ds_extra(method: str, kgps) -> int:
-    """DS's rollouts beyond the trainer's: candidates screened, minus those kept and trained on (counted once)."""
+def _extra_rollouts(method: str, kgps, trainer) -> int:
+    """
+    Rollouts beyond the batches the callback's sampler drew: dynamic sampling's further batches, or `ds`'s candidates
+    screened, minus those kept and trained on (counted once).
+    """
+    if method in methods.DYNAMIC_SAMPLING:
+        return 0 if trainer is None else trainer.rollouts_beyond
     if method != "ds":
         return 0
     sampler = kgps.sampler
