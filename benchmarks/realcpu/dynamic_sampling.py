@@ -34,18 +34,18 @@ MAX_BATCHES = 10
 class DynamicSamplingTrainer(GRPOTrainer):
     """
     `GRPOTrainer` with DAPO's dynamic sampling (see the module docstring). `kgps` is the run's `KGPSCallback`: its
-    selector draws the further prompts and learns from their groups.
+    selector draws the further prompts and learns from their groups. `max_batches`: the cap, `MAX_BATCHES` unset.
 
     Attributes:
         rollouts_beyond (`int`): completions generated beyond the data loader's batches (the further batches).
         groups_generated, groups_dropped (`int`): every group generated, and those of equal rewards.
     """
 
-    def __init__(self, *args, kgps, max_batches: int = MAX_BATCHES, **kwargs):
+    def __init__(self, *args, kgps, max_batches: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.args.steps_per_generation != 1 or self.accelerator.num_processes != 1:
             raise ValueError("DynamicSamplingTrainer runs one process, one generation batch a step.")
-        self.kgps, self.max_batches = kgps, max_batches
+        self.kgps, self.max_batches = kgps, max_batches or MAX_BATCHES
         self.rollouts_beyond = self.groups_generated = self.groups_dropped = 0
         self._rewards = None
 

@@ -86,6 +86,34 @@ def test_proportional_oracle_draws_in_proportion_to_the_mixed_group_probability(
     assert set(oracle.select(2, exclude=[0]).tolist()) == {1, 2}  # never a prompt whose group cannot be mixed
 
 
+def test_the_duplicates_oracle_draws_each_group_by_what_it_adds_to_its_prompts_chance_of_a_mixed_group():
+    p, G = np.array([0.5, 0.05, 0.9]), 8
+    u = lambda n: 1 - p**n - (1 - p) ** n  # noqa: E731
+    rng = np.random.default_rng(0)
+    draws = np.array([methods.duplicated_batch(p, G, 2, rng, exclude=[2]) for _ in range(20_000)])
+    assert not (draws == 2).any()
+    # first group: in proportion to u_8, as the oracle draws
+    first = np.bincount(draws[:, 0], minlength=3) / len(draws)
+    np.testing.assert_allclose(first, np.array([u(8)[0], u(8)[1], 0]) / (u(8)[0] + u(8)[1]), atol=0.012)
+    # second group after prompt 0: its second group adds u_16 - u_8 (nearly nothing), prompt 1's first adds u_8
+    after_0 = draws[draws[:, 0] == 0, 1]
+    gain = np.array([u(16)[0] - u(8)[0], u(8)[1]])
+    np.testing.assert_allclose(np.bincount(after_0, minlength=2)[:2] / after_0.size, gain / gain.sum(), atol=0.012)
+    # after prompt 1: its second group adds u_16 - u_8, which for a hard prompt is large (0.22 against 0.99)
+    after_1 = draws[draws[:, 0] == 1, 1]
+    gain = np.array([u(8)[0], u(16)[1] - u(8)[1]])
+    np.testing.assert_allclose(np.bincount(after_1, minlength=2)[:2] / after_1.size, gain / gain.sum(), atol=0.02)
+
+
+def test_the_wide_oracle_draws_half_the_prompts_for_groups_twice_as_large():
+    regime = setting.REGIMES["base"]
+    fake = type("Setting", (), {"regime": regime, "train": [0] * 8, "true_levels": None})()
+    oracle, _ = methods.build("oracle_wide", fake, model=None, seed=0)
+    assert oracle.group_size == 2 * regime.num_generations and oracle.rule == "proportional"
+    oracle, _ = methods.build("oracle_duplicates", fake, model=None, seed=0)
+    assert oracle.group_size == regime.num_generations and oracle.rule == "duplicates"
+
+
 def test_level_oracle_knows_each_levels_mean_chance_of_a_mixed_group_and_nothing_per_prompt():
     p = np.array([0.5, 0.99, 0.0, 0.2, 0.3, 1.0])
     levels = np.array([1, 1, 1, 2, 2, 2])
