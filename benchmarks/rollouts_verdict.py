@@ -141,7 +141,10 @@ def dynamic_sampling(runs: dict) -> tuple[list[str], list[str]]:
         if mean + se < 0:
             shortfalls.append(f"one_line_ds below {DS}'s final accuracy in `{g}`: {mean:+.4f} ± {se:.4f} (SE)")
         spent = np.asarray(
-            [runs[g]["one_line_ds"][s]["rollouts"][-1] / runs[g][DS][s]["rollouts"][-1] for s in runs[g]["one_line_ds"]]
+            [
+                runs[g]["one_line_ds"][s]["rollouts"][-1] / runs[g][DS][s]["rollouts"][-1]
+                for s in runs[g]["one_line_ds"]
+            ]
         )
         if spent.mean() > 0.5:
             shortfalls.append(

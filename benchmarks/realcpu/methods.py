@@ -85,7 +85,8 @@ def dataset_for(method: str, train):
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DYNAMIC_SAMPLING, *LONGER, *DPS_RECIPES, *AHEAD)
-ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_duplicates", "oracle_wide")  # `oracle@25`: a refresh period
+# Each oracle takes a refresh period: `oracle@25`.
+ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_duplicates", "oracle_wide")
 # The oracles that decide how many rollouts each prompt gets, and by what factor they scale the group size `G` (the
 # prompts a step then holds scale by its inverse, the step's rollouts stay the same).
 ALLOCATION = {"oracle_duplicates": 1, "oracle_wide": 2}
