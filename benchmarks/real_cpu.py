@@ -9,10 +9,10 @@ measured without sampling noise. The pieces live in `benchmarks/realcpu/` (setti
 environment, check); this script is their command line.
 
 ```bash
-python benchmarks/real_cpu.py                  # the committed suite: 4 regimes x 11 methods x seeds 0-4, 2 processes
+python benchmarks/real_cpu.py                  # the committed suite: 5 regimes x 14 methods x seeds 0-4, 2 processes
 python benchmarks/real_cpu.py --quick --out /tmp/quick   # uniform, kgps, oracle on seeds 0, 1 of every regime
 python benchmarks/real_cpu.py --check          # about a minute: does this environment reproduce the committed table?
-python benchmarks/real_cpu.py --regimes base --methods uniform,kgps_paper,ds --seeds 0 --out /tmp/one
+python benchmarks/real_cpu.py --regimes base --methods uniform,kgps_paper,uniform_ds --seeds 0 --out /tmp/one
 python benchmarks/real_cpu.py --report_only    # the table and plot again, from real_cpu.json
 python benchmarks/real_cpu.py --make_warm_start 1   # retrain warm start 1 (this CPU's bytes, not the committed ones)
 ```

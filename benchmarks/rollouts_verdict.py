@@ -103,6 +103,8 @@ def dynamic_sampling(runs: dict) -> tuple[list[str], list[str]]:
         lines.append(
             f"| {method} minus {DS} | " + " | ".join(cell(difference(runs[g], method, DS)) for g in TRUE_COLUMN) + " |"
         )
+    row = [cell(difference(runs[g], "one_line_ds", "one_line")) for g in TRUE_COLUMN]
+    lines.append("| one_line_ds minus one_line (what the filter adds per step) | " + " | ".join(row) + " |")
     lines += ["", "## Rollouts generated in the 400 steps", "", header, rule]
     for method in ("uniform", DS, "one_line", "one_line_ds"):
         row = []

@@ -385,3 +385,36 @@ def test_the_committed_one_line_verdict_is_what_its_runs_give():
     assert all(f"- {shortfall}" in committed for shortfall in shortfalls)
     # every comparison of the true-column table is over the ten seeds 0-9
     assert all(len(runs[regime]["one_line"]) == 10 for regime in verdict.TRUE_COLUMN)
+
+
+def _rollouts_verdict_module():
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks import rollouts_verdict
+
+    return rollouts_verdict
+
+
+def test_the_rollouts_verdict_reads_accuracy_at_equal_rollouts_and_shares_of_the_targets_budget():
+    verdict = _rollouts_verdict_module()
+    ds = {"heldout_accuracy": [0.3, 0.5, 0.6], "rollouts": [0, 100, 300], "steps": [0, 1, 2]}
+    mine = {"heldout_accuracy": [0.3, 0.45, 0.7], "rollouts": [0, 50, 100], "steps": [0, 1, 2]}
+    runs = {"uniform_ds": {"0": ds}, "one_line": {"0": mine}}
+    assert verdict.accuracy_at(ds, 200) == pytest.approx(0.55)  # halfway from 100 (0.5) to 300 (0.6)
+    assert np.isnan(verdict.accuracy_at(ds, 301))
+    # mine reaches ds's final 0.6 at 50 + (0.15 / 0.25) * 50 = 80 rollouts: 80 / 300 of ds's budget
+    np.testing.assert_allclose(verdict.shares(runs, "one_line", "uniform_ds"), [80 / 300])
+    # mine's final 0.7 at 100 rollouts, against ds's 0.3 + 0.2 = 0.5 there
+    np.testing.assert_allclose(verdict.at_equal_rollouts(runs, "one_line", "uniform_ds"), [0.2])
+
+
+def test_the_committed_rollouts_verdict_is_what_its_runs_give():
+    verdict = _rollouts_verdict_module()
+    root = BENCHMARKS.parent
+    runs = verdict.load([str(root / verdict.RESULTS / name / "real_cpu.json") for name in verdict.FILES])
+    tables, shortfalls = verdict.dynamic_sampling(runs)
+    ceiling, _ = verdict.allocation(runs)
+    committed = (root / verdict.RESULTS / "rollouts_verdict.md").read_text()
+    assert "\n".join(tables) in committed and "\n".join(ceiling) in committed
+    assert all(f"- {shortfall}" in committed for shortfall in shortfalls)
+    for regime in verdict.TRUE_COLUMN:  # seeds 0-9 for dynamic sampling, the one line and its long runs
+        assert all(len(runs[regime][m]) == 10 for m in ("uniform_ds", "one_line_ds", "one_line_long", "one_line"))
