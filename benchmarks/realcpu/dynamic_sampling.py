@@ -80,7 +80,7 @@ class DynamicSamplingTrainer(GRPOTrainer):
             mixed = (rewards.amax(dim=1) > rewards.amin(dim=1)).cpu().numpy()
             self.groups_generated += B
             self.groups_dropped += int(B - mixed.sum())
-            kept += [(output, rows) for rows in np.flatnonzero(mixed)]
+            kept += [(output, group) for group in np.flatnonzero(mixed)]
             if len(kept) >= B or batches >= self.max_batches:
                 break
         metrics = self._metrics["train"]
