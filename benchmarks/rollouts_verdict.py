@@ -5,6 +5,7 @@ a difference paired by seed, with its standard error (SE = std / sqrt(n - 1), nu
 
 ```bash
 python benchmarks/rollouts_verdict.py     # the committed runs below; writes benchmarks/results/rollouts_verdict.md
+                                          # and rollouts_accuracy_vs_rollouts.png
 ```
 
 - **Per optimizer step**: every method trains the regime's 400 steps; `uniform_ds` and `one_line_ds` (DAPO's dynamic
@@ -32,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.one_line_verdict import FILES as ONE_LINE_FILES  # noqa: E402
 from benchmarks.one_line_verdict import RESULTS, TRUE_COLUMN, cell, difference, load, mean_se  # noqa: E402
-from benchmarks.realcpu.report import rollouts_to_reach  # noqa: E402
+from benchmarks.realcpu.report import plot, rollouts_to_reach  # noqa: E402
 
 
 FILES = ("dynamic_sampling_0_4", "dynamic_sampling_5_9", "allocation_0_4", *ONE_LINE_FILES)
@@ -40,6 +41,7 @@ DS = "uniform_ds"
 HELD_BACK = 5
 LARGE_EDGE = 0.03  # where the oracle's edge over uniform is at least this, the one line must beat DS by 2 SE
 ALLOCATION = ("oracle_duplicates", "oracle_wide")
+PLOTTED = ("uniform", "uniform_ds", "one_line", "one_line_long", "one_line_ds")
 
 
 def accuracy_at(run: dict, rollouts: float) -> float:
@@ -239,6 +241,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", nargs="+", default=[os.path.join(RESULTS, f, "real_cpu.json") for f in FILES])
     parser.add_argument("--out", default=os.path.join(RESULTS, "rollouts_verdict.md"))
+    parser.add_argument(
+        "--plot",
+        default=os.path.join(RESULTS, "rollouts_accuracy_vs_rollouts.png"),
+        help="held-out accuracy against rollouts, mean over seeds, of the methods in PLOTTED",
+    )
     args = parser.parse_args(argv)
     runs = load([path for path in args.results if os.path.exists(path)])
     tables, shortfalls = dynamic_sampling(runs)
@@ -262,6 +269,8 @@ def main(argv=None) -> int:
     )
     with open(args.out, "w") as f:
         f.write(text)
+    curves = {g: {"runs": {m: runs[g][m] for m in PLOTTED if m in runs[g]}} for g in TRUE_COLUMN}
+    plot({"regimes": curves}, args.plot)
     print(text)
     return 0
 
