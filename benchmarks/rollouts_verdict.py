@@ -97,10 +97,10 @@ def dynamic_sampling(runs: dict) -> tuple[list[str], list[str]]:
     rule = "|---" * (len(TRUE_COLUMN) + 1) + "|"
 
     lines += ["## Per optimizer step: final held-out accuracy after the regime's 400 steps", "", header, rule]
+    finals = [np.asarray([r["summary"]["final_heldout_accuracy"] for r in runs[g][DS].values()]) for g in TRUE_COLUMN]
     lines.append(
-        f"| {DS} | " + " | ".join(cell(np.asarray([r['summary']['final_heldout_accuracy'] for r in runs[g][DS].values()]))
-                                    .replace("+", "") for g in TRUE_COLUMN) + " |"
-    )  # fmt: skip
+        f"| {DS} | " + " | ".join(f"{mean_se(f)[0]:.4f} ± {mean_se(f)[1]:.4f} ({f.size})" for f in finals) + " |"
+    )
     for method in ("uniform", "one_line", "one_line_ds", "oracle"):
         lines.append(
             f"| {method} minus {DS} | " + " | ".join(cell(difference(runs[g], method, DS)) for g in TRUE_COLUMN) + " |"
@@ -177,7 +177,7 @@ def dynamic_sampling(runs: dict) -> tuple[list[str], list[str]]:
     row = [cell(at_equal_rollouts(runs[g], "one_line_ds", "one_line_long")) for g in TRUE_COLUMN]
     lines.append("| one_line_ds minus the one line at one_line_ds's rollouts | " + " | ".join(row) + " |")
 
-    lines += [f"", f"Seeds {HELD_BACK}-9 alone, run once after every choice:", "", header, rule]  # noqa: F541
+    lines += ["", f"Seeds {HELD_BACK}-9 alone, run once after every choice:", "", header, rule]
     for method in ("one_line_ds", "one_line"):
         row = [cell(difference(runs[g], method, DS, HELD_BACK)) for g in TRUE_COLUMN]
         lines.append(f"| {method} minus {DS} (per step) | " + " | ".join(row) + " |")

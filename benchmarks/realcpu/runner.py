@@ -69,7 +69,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
 
         trainer_class, extra = DynamicSamplingTrainer, dict(kgps=kgps)
     steps = regime.steps * (methods.LONG if method in methods.LONGER else 1)
-    trainer = None
+    trainer = None  # the snapshots read the rollouts it generated once it is built
     snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _extra_rollouts(method, kgps, trainer))
     args = GRPOConfig(
         output_dir=os.path.join(tempfile.gettempdir(), "trl-kgps-real-cpu", f"{regime.name}-{method}-{seed}"),
@@ -110,10 +110,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),
         times_selected=kgps.ledger.times_selected.tolist(),
         levels=setting.true_levels.tolist(),
-        # dynamic sampling: the share of the groups generated that it dropped
-        dropped_share=trainer.groups_dropped / trainer.groups_generated
-        if hasattr(trainer, "groups_dropped")
-        else None,
+        dropped_share=_dropped_share(trainer),
     )
 
 
@@ -123,6 +120,13 @@ def _quiet(trainer) -> None:
 
     for callback in (PrinterCallback, ProgressCallback):
         trainer.remove_callback(callback)
+
+
+def _dropped_share(trainer) -> float | None:
+    """Dynamic sampling's share of the groups generated that it dropped; `None` for another trainer."""
+    if not hasattr(trainer, "groups_dropped"):
+        return None
+    return trainer.groups_dropped / trainer.groups_generated
 
 
 def _extra_rollouts(method: str, kgps, trainer) -> int:
