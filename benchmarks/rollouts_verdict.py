@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.one_line_verdict import FILES as ONE_LINE_FILES  # noqa: E402
 from benchmarks.one_line_verdict import RESULTS, TRUE_COLUMN, cell, difference, load, mean_se  # noqa: E402
-from benchmarks.realcpu.report import plot, rollouts_to_reach  # noqa: E402
+from benchmarks.realcpu.report import paired, plot  # noqa: E402
 
 
 FILES = ("dynamic_sampling_0_4", "dynamic_sampling_5_9", "allocation_0_4", *ONE_LINE_FILES)
@@ -52,16 +52,15 @@ def accuracy_at(run: dict, rollouts: float) -> float:
 
 def shares(runs: dict, method: str, target: str, first_seed: int = 0) -> np.ndarray:
     """
-    Per seed both ran: the rollouts `method`'s curve needs to reach `target`'s final held-out accuracy, as a share
-    of `target`'s rollouts (`inf` where it never does).
+    In seed order, per seed both ran from `first_seed` on: the rollouts `method`'s curve needs to reach `target`'s
+    final held-out accuracy, as a share of `target`'s rollouts (`inf` where it never does; `report.paired`'s
+    `rollouts_to_baseline_final`).
     """
-    seeds = [s for s in runs.get(method, {}) if s in runs.get(target, {}) and int(s) >= first_seed]
-    out = []
-    for seed in sorted(seeds, key=int):
-        mine, theirs = runs[method][seed], runs[target][seed]
-        reached = rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], theirs["heldout_accuracy"][-1])
-        out.append(reached / theirs["rollouts"][-1])
-    return np.asarray(out, float)
+    pair = paired({method: runs.get(method, {}), target: runs.get(target, {})}, target).get(method)
+    if pair is None:
+        return np.empty(0)
+    by_seed = dict(zip(pair["seeds"], pair["rollouts_to_baseline_final"]))
+    return np.asarray([by_seed[s] for s in sorted(by_seed, key=int) if int(s) >= first_seed], float)
 
 
 def at_equal_rollouts(runs: dict, method: str, other: str, first_seed: int = 0) -> np.ndarray:
@@ -217,10 +216,11 @@ def allocation(runs: dict) -> tuple[list[str], bool]:
             if not seeds[g]:
                 row.append("–")
                 continue
-            fewer = 1 - shares(ran[g], method, "uniform") / oracle[g]
+            mine = shares(ran[g], method, "uniform")  # the same seeds as the oracle's, in the same order
+            fewer = 1 - mine / oracle[g]
             mean, se = mean_se(fewer[np.isfinite(fewer)]) if np.isfinite(fewer).any() else (float("nan"), 0.0)
             saving.append(mean)
-            row.append(f"{share_cell(shares(ran[g], method, 'uniform'))}; saves {100 * mean:+.0f} ± {100 * se:.0f} %")
+            row.append(f"{share_cell(mine)}; saves {100 * mean:+.0f} ± {100 * se:.0f} %")
         worth[method] = sum(s >= 0.10 for s in saving)
         lines.append(f"| {method} | " + " | ".join(row) + " |")
         row = [cell(difference(ran[g], method, "oracle")) if seeds[g] else "–" for g in TRUE_COLUMN]

@@ -98,6 +98,11 @@ BASELINE = "uniform"
 FEATURE_COLUMNS = ("level", "embedding")
 
 
+def num_generations(method: str, regime) -> int:
+    """`G`, the completions per prompt `method` trains with in `regime`: the regime's, scaled by `ALLOCATION`."""
+    return regime.num_generations * ALLOCATION.get(method.partition("@")[0], 1)
+
+
 def known(method: str) -> bool:
     """
     A library selector, a variant (with `:level` it learns from the dataset's `level` column, with `:embedding` from
@@ -338,7 +343,7 @@ def build(method: str, setting, model, seed: int):
     method = base_method(method)
     if method in ONE_LINE:
         return None, KGPSConfig()
-    G = setting.regime.num_generations
+    G = num_generations(method, setting.regime)
     config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
     if config is not None:
         return "kgps", config
@@ -359,7 +364,6 @@ def build(method: str, setting, model, seed: int):
         truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
         levels = setting.true_levels if name == "oracle_level" else None
         rule = {"oracle_greedy": "greedy", "oracle_duplicates": "duplicates"}.get(name, "proportional")
-        G *= ALLOCATION.get(name, 1)
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
     if method in ("uniform", "mopps", "greso", "dps"):
         return method, KGPSConfig()
