@@ -1,6 +1,6 @@
 """
 Fits the simulator's `cpu` scenario to a single-regime run of the real CPU testbed from before the suite (its
-`real_cpu.json` and `real_cpu_trajectories.parquet`, laid out as in `benchmarks/results/earlier/`), and checks whether it ranks the
+`real_cpu.json` and `real_cpu_trajectories.parquet`, laid out as in `benchmarks/results/lr_1e-4/earlier/`), and checks whether it ranks the
 methods as the real runs did. The committed knobs (`benchmarks/results/calibration.json`) were fitted at commit
 d5e049e, by that commit's script and simulator, to the results committed there (seeds 0-2, when `kgps` meant the
 paper's rule); they put the oracle below uniform, so the scenario is no judge of selectors (docs/benchmarks.md).

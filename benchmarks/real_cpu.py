@@ -9,7 +9,7 @@ measured without sampling noise. The pieces live in `benchmarks/realcpu/` (setti
 environment, check); this script is their command line.
 
 ```bash
-python benchmarks/real_cpu.py                  # the committed suite: 5 regimes x 14 methods x seeds 0-4, 2 processes
+python benchmarks/real_cpu.py                  # the committed suite: 5 regimes x 8 methods x seeds 0-4, 2 processes
 python benchmarks/real_cpu.py --quick --out /tmp/quick   # uniform, kgps, oracle on seeds 0, 1 of every regime
 python benchmarks/real_cpu.py --check          # about a minute: does this environment reproduce the committed table?
 python benchmarks/real_cpu.py --regimes base --methods uniform,kgps_paper,uniform_ds --seeds 0 --out /tmp/one

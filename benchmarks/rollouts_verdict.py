@@ -4,8 +4,8 @@ suite's runs over seeds 0-9, judged by goals set before seeds 5-9 were run. Each
 a difference paired by seed, with its standard error (SE = std / sqrt(n - 1), numpy's std).
 
 ```bash
-python benchmarks/rollouts_verdict.py     # the committed runs below; writes benchmarks/results/rollouts_verdict.md
-                                          # and rollouts_accuracy_vs_rollouts.png
+python benchmarks/rollouts_verdict.py     # the committed runs below; writes rollouts_verdict.md and
+                                          # rollouts_accuracy_vs_rollouts.png into benchmarks/results/lr_1e-4
 ```
 
 - **Per optimizer step**: every method trains the regime's 400 steps; `uniform_ds` and `one_line_ds` (DAPO's dynamic
@@ -17,9 +17,10 @@ python benchmarks/rollouts_verdict.py     # the committed runs below; writes ben
   prompt gets (`oracle_duplicates`, `oracle_wide`), against the oracle's selection alone, in rollouts to uniform's
   final accuracy.
 
-The runs (`benchmarks/results/`): `dynamic_sampling_0_4` and `dynamic_sampling_5_9` (`uniform_ds`, `one_line_ds`,
+The runs were made at the suite's earlier learning rate, 1e-4 with linear decay, which no one tuned
+(`benchmarks/results/lr_1e-4/`): `dynamic_sampling_0_4` and `dynamic_sampling_5_9` (`uniform_ds`, `one_line_ds`,
 `one_line_long`), `allocation_0_4` (the allocation oracles), and the one line's, uniform's and the oracle's runs of
-`benchmarks/one_line_verdict.py`.
+that rate (`ONE_LINE_FILES`).
 """
 
 import argparse
@@ -31,11 +32,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.one_line_verdict import FILES as ONE_LINE_FILES  # noqa: E402
-from benchmarks.one_line_verdict import RESULTS, TRUE_COLUMN, cell, difference, load, mean_se  # noqa: E402
+from benchmarks.one_line_verdict import TRUE_COLUMN, cell, difference, load, mean_se  # noqa: E402
 from benchmarks.realcpu.report import paired, plot  # noqa: E402
 
 
+RESULTS = "benchmarks/results/lr_1e-4"
+ONE_LINE_FILES = (
+    "one_line_0_4", "one_line_no_metadata_0_4", "held_back_b", "held_back_c", "held_back_oracle", "one_line_tuning",
+)  # fmt: skip
 FILES = ("dynamic_sampling_0_4", "dynamic_sampling_5_9", "allocation_0_4", *ONE_LINE_FILES)
 DS = "uniform_ds"
 HELD_BACK = 5

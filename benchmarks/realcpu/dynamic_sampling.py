@@ -1,17 +1,19 @@
 r"""
 DAPO's dynamic sampling in the real `GRPOTrainer`, as the field runs it (verl's and OpenRLHF's `filter_groups`): a
-step generates and scores the generation batch its data loader drew, drops every group whose rewards are all equal,
-and generates further batches of `B` prompts until `B` mixed groups are kept or `max_batches` batches were generated.
-The optimizer then trains on exactly the `B` first groups kept. Every completion generated counts as a rollout, the
-dropped ones included.
+step generates and scores rounds of `rounds_of * B` prompts (the first holds the data loader's `B`), drops every group
+whose rewards are all equal, and stops after the first round that leaves `B` mixed groups kept, or after `max_batches`
+rounds. The optimizer then trains on exactly the `B` first groups kept. Every completion generated counts as a
+rollout, the dropped ones included. `rounds_of=1` generates `B` prompts a round; DAPO's recipe generates `3B`
+(`gen_batch_size` 1536 for a train batch of 512).
 
 - **Where the further prompts come from**: the same selector the `KGPSCallback` of the run holds, excluding the
   prompts already generated this step and those pending. With the uniform selector that is DAPO (a uniform stream);
   with `KGPSCallback()`'s own selector it is KGPS choosing the prompts the filter screens, and the selector learns from
   every group generated, the dropped ones too.
-- **The cap**: `max_batches` (10 by default: verl's DAPO recipe, `max_num_gen_batches=10`). At the cap the step trains
-  on the mixed groups it has; if it has none, on the last batch generated, whose advantages are all zero: no gradient,
-  but an optimizer step all the same, so that every method runs the regime's steps.
+- **The cap**: `max_batches` rounds (10 by default: verl's DAPO recipe, `max_num_gen_batches=10`, where verl raises
+  an error). Here a capped step trains on the mixed groups it has; if it has none, on the last batch generated, whose
+  advantages are all zero: no gradient, but an optimizer step all the same, so that every method runs the regime's
+  steps. `capped_steps` counts them.
 - The first batch is the data loader's, which `KGPSCallback` awaits and observes itself; the further batches are not
   the sampler's, so their rewards go to the selector here (`selector.update`), past the callback's ledger. It is
   benchmark code: the library's path is the callback, and `KGPSCallback(drop_zero_advantage=True)` is the same filter
@@ -34,19 +36,23 @@ MAX_BATCHES = 10
 class DynamicSamplingTrainer(GRPOTrainer):
     """
     `GRPOTrainer` with DAPO's dynamic sampling (see the module docstring). `kgps` is the run's `KGPSCallback`: its
-    selector draws the further prompts and learns from their groups. `max_batches`: the cap, `MAX_BATCHES` unset.
+    selector draws the further prompts and learns from their groups. `max_batches`: the cap in rounds, `MAX_BATCHES`
+    unset. `rounds_of`: a round's prompts in batches of `B`.
 
     Attributes:
         rollouts_beyond (`int`): completions generated beyond the data loader's batches (the further batches).
         groups_generated, groups_dropped (`int`): every group generated, and those of equal rewards.
+        capped_steps (`int`): steps that reached the cap with fewer than `B` mixed groups.
     """
 
-    def __init__(self, *args, kgps, max_batches: int | None = None, **kwargs):
+    def __init__(self, *args, kgps, max_batches: int | None = None, rounds_of: int = 1, **kwargs):
         super().__init__(*args, **kwargs)
         if self.args.steps_per_generation != 1 or self.accelerator.num_processes != 1:
             raise ValueError("DynamicSamplingTrainer runs one process, one generation batch a step.")
-        self.kgps, self.max_batches = kgps, max_batches or MAX_BATCHES
-        self.rollouts_beyond = self.groups_generated = self.groups_dropped = 0
+        if rounds_of < 1:
+            raise ValueError(f"rounds_of={rounds_of}: a round holds at least the data loader's batch (1).")
+        self.kgps, self.max_batches, self.rounds_of = kgps, max_batches or MAX_BATCHES, rounds_of
+        self.rollouts_beyond = self.groups_generated = self.groups_dropped = self.capped_steps = 0
         self._rewards = None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -81,8 +87,9 @@ class DynamicSamplingTrainer(GRPOTrainer):
             self.groups_generated += B
             self.groups_dropped += int(B - mixed.sum())
             kept += [(output, group) for group in np.flatnonzero(mixed)]
-            if len(kept) >= B or batches >= self.max_batches:
+            if batches % self.rounds_of == 0 and (len(kept) >= B or batches >= self.max_batches * self.rounds_of):
                 break
+        self.capped_steps += len(kept) < B
         metrics = self._metrics["train"]
         metrics["ds/batches_generated"].append(float(batches))
         metrics["ds/dropped_share"].append(self.groups_dropped / self.groups_generated)

@@ -19,8 +19,9 @@ know what no real selector can:
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone);
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
-  rewards are dropped and generation goes on until the step holds `B` mixed groups, on uniformly drawn prompts or on
-  those `KGPSCallback()` chooses (every completion generated is a rollout);
+  rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
+  uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
+  `uniform_ds3`, `one_line_ds3` the same with rounds of `3B` prompts, as DAPO's recipe generates;
 - `one_line_long`: `KGPSCallback()` trained `LONG` times the regime's steps, its learning-rate schedule stretched to
   them (warmup steps as the regime's, then linear decay to zero at the last step): what the one line reaches with
   the rollouts dynamic sampling spends;
@@ -54,10 +55,10 @@ DPS_RECIPES = {
     "dps_whole_pool": dict(decay=0.7, candidate_ratio=float("inf")),
 }
 
-# The suite's methods: the baseline, the library's selectors a user can pick, and the information-ceiling oracles.
+# The suite's methods: the baseline, the one line as users write it, the library's other selectors a user can pick,
+# and the information ceiling.
 SUITE = (
-    "uniform", "one_line", "one_line_no_metadata", "kgps", "kgps_global", "kgps_per_prompt", "kgps:embedding",
-    "mopps", "greso", "dps", "oracle", "oracle@25", "oracle@100", "oracle_level",
+    "uniform", "one_line", "one_line_no_metadata", "kgps_per_prompt", "mopps", "greso", "dps", "oracle",
 )  # fmt: skip
 # `KGPSCallback()` as users write it, on the columns a user's dataset holds: the regime's `level` (true or corrupted,
 # never `true_level`), or none.
@@ -65,7 +66,11 @@ ONE_LINE = {"one_line": ("prompt", "answer", "level"), "one_line_no_metadata": (
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
-DYNAMIC_SAMPLING = {"uniform_ds": "uniform", "one_line_ds": "one_line"}
+DYNAMIC_SAMPLING = {
+    "uniform_ds": "uniform", "one_line_ds": "one_line", "uniform_ds3": "uniform", "one_line_ds3": "one_line",
+}  # fmt: skip
+# Its rounds' prompts, in batches of `B` (1 unless named here).
+ROUNDS_OF = {"uniform_ds3": 3, "one_line_ds3": 3}
 # A method trained `LONG` times the regime's steps.
 LONG = 3
 LONGER = {"one_line_long": "one_line"}
@@ -84,7 +89,10 @@ def dataset_for(method: str, train):
 
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
-OTHERS = ("kgps_paper", "oracle_greedy", "ds", *DYNAMIC_SAMPLING, *LONGER, *DPS_RECIPES, *AHEAD)
+OTHERS = (
+    "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
+    "ds", *DYNAMIC_SAMPLING, *LONGER, *DPS_RECIPES, *AHEAD,
+)  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_duplicates", "oracle_wide")
 # The oracles that decide how many rollouts each prompt gets, and by what factor they scale the group size `G` (the

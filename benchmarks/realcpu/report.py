@@ -48,6 +48,7 @@ def curves(outcome: dict) -> dict:
             distinct_prompts=outcome["distinct_prompts"],
             max_times_selected=int(counts.max()),
             dropped_share=outcome.get("dropped_share"),
+            capped_steps=outcome.get("capped_steps"),
             wall_s=outcome["wall_s"],
         ),
     )
@@ -159,7 +160,9 @@ def regime_table(name: str, entry: dict, held_back: int) -> str:
     lines = [
         f"### `{name}`: {regime['description']}",
         "",
-        f"{regime['steps']} steps, learning rate {regime['learning_rate']:g}, seeds {seeds} (seeds >= {held_back} "
+        f"{regime['steps']} steps, learning rate {regime['learning_rate']:g} "
+        f"({regime.get('lr_scheduler_type', 'linear')} after {regime['lr_warmup_steps']} warmup steps), seeds {seeds} "
+        f"(seeds >= {held_back} "
         f"held back from every choice); held-out accuracy before RL {start:.3f}.",
         "",
         f"| method | held-out gain | minus uniform's, same seed | seeds < {held_back} | seeds >= {held_back} | rollouts to uniform's final "

@@ -67,7 +67,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
     if method in methods.DYNAMIC_SAMPLING:
         from benchmarks.realcpu.dynamic_sampling import DynamicSamplingTrainer
 
-        trainer_class, extra = DynamicSamplingTrainer, dict(kgps=kgps)
+        trainer_class, extra = DynamicSamplingTrainer, dict(kgps=kgps, rounds_of=methods.ROUNDS_OF.get(method, 1))
     steps = regime.steps * (methods.LONG if method in methods.LONGER else 1)
     trainer = None  # the snapshots read the rollouts it generated once it is built
     snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _extra_rollouts(method, kgps, trainer))
@@ -111,6 +111,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         times_selected=kgps.ledger.times_selected.tolist(),
         levels=setting.true_levels.tolist(),
         dropped_share=_dropped_share(trainer),
+        capped_steps=getattr(trainer, "capped_steps", None),
     )
 
 
@@ -165,13 +166,18 @@ def _init_worker(threads: int) -> None:
 
 
 def run_task(task: tuple) -> tuple:
-    """One `(regime name, method, seed)` in a worker: `(task, curves)` (see `report.curves`)."""
+    """
+    One `(regime, method, seed)` in a worker, the regime named or a `Regime` (a named one trained otherwise, as the
+    learning-rate sweep does): `(task, curves)` (see `report.curves`).
+    """
     from benchmarks.realcpu.report import curves
 
     regime, method, seed = task
-    if regime not in _SETTINGS:
-        _SETTINGS[regime] = settings.build(settings.ALL_REGIMES[regime])
-    return task, curves(run(_SETTINGS[regime], method, seed))
+    name = regime if isinstance(regime, str) else regime.name
+    if name not in _SETTINGS:
+        _SETTINGS[name] = settings.build(settings.ALL_REGIMES[name])
+    setting = _SETTINGS[name] if isinstance(regime, str) else settings.with_regime(_SETTINGS[name], regime)
+    return task, curves(run(setting, method, seed))
 
 
 def sweep(tasks: list[tuple], jobs: int, threads: int):

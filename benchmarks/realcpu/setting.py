@@ -42,7 +42,9 @@ class Regime:
             3 and 4 as another; `"unrelated"` one of four labels drawn at random, unrelated to difficulty. The true
             level stays in `true_level` for the report and `oracle_level`.
         prompts_per_step (`int`), num_generations (`int`): a step's batch, `B` prompts x `G` completions.
-        learning_rate (`float`): peak learning rate (linear warmup over `lr_warmup_steps`, then linear decay).
+        learning_rate (`float`): peak learning rate, reached by a linear warmup over `lr_warmup_steps`.
+        lr_scheduler_type (`str`): what follows the warmup, as `transformers` names it: `"linear"` decays to zero at
+            the last step.
         steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
         warm_start (`int`): the seed of the warm start the policy starts from (its initial weights and batch order).
     """
@@ -54,7 +56,8 @@ class Regime:
     column: str = "level"
     prompts_per_step: int = 4
     num_generations: int = 8
-    learning_rate: float = 1e-4
+    learning_rate: float = 2.8e-4
+    lr_scheduler_type: str = "linear"
     steps: int = 400
     lr_warmup_steps: int = 10
     snapshot_every: int = 20
@@ -65,25 +68,27 @@ class Regime:
         return self.prompts_per_step * self.num_generations
 
 
+# Each regime trains at the peak learning rate where uniform ends best (`benchmarks/lr_sweep.py`, seeds 0-2, linear
+# decay: `benchmarks/results/lr_sweep/linear/`); a regime with a wrong column at its twin's.
 REGIMES = {
     regime.name: regime
     for regime in (
-        Regime("base", "512 prompts, even levels, 4 prompts x 8 completions a step"),
+        Regime("base", "512 prompts, even levels, 4 prompts x 8 completions a step", learning_rate=2.8e-4),
         Regime(
             "groups_of_4", "512 prompts, even levels, 8 prompts x 4 completions a step: more unanimous groups",
-            prompts_per_step=8, num_generations=4,
+            prompts_per_step=8, num_generations=4, learning_rate=5.6e-4,
         ),
         Regime(
             "out_of_reach", "the same 512 + 512 level-4 prompts out of reach (5/8 of the pool), 4 x 8 a step",
-            out_of_reach=512,
+            out_of_reach=512, learning_rate=2.8e-4,
         ),
         Regime(
             "other_policy", "as `base`, from warm start 1: another network trained by the same recipe",
-            warm_start=1,
+            warm_start=1, learning_rate=4e-4,
         ),
         Regime(
             "mostly_solved", "the same 512 + 512 level-1 prompts already solved (5/8 of the pool), 4 x 8 a step",
-            solved=512,
+            solved=512, learning_rate=4e-4,
         ),
     )
 }  # fmt: skip
@@ -91,13 +96,21 @@ REGIMES = {
 CORRUPTED = {
     regime.name: regime
     for regime in (
-        Regime("wrong_labels", "as `base`, half of the `level` labels wrong", column="wrong_labels"),
+        Regime(
+            "wrong_labels", "as `base`, half of the `level` labels wrong", column="wrong_labels", learning_rate=2.8e-4
+        ),
         Regime(
             "wrong_labels_out_of_reach", "as `out_of_reach`, half of the `level` labels wrong",
-            out_of_reach=512, column="wrong_labels",
+            out_of_reach=512, column="wrong_labels", learning_rate=2.8e-4,
         ),
-        Regime("merged_levels", "as `base`, levels 1+2 and 3+4 merged into two labels", column="merged_levels"),
-        Regime("unrelated_column", "as `base`, a `level` column unrelated to difficulty", column="unrelated"),
+        Regime(
+            "merged_levels", "as `base`, levels 1+2 and 3+4 merged into two labels", column="merged_levels",
+            learning_rate=2.8e-4,
+        ),
+        Regime(
+            "unrelated_column", "as `base`, a `level` column unrelated to difficulty", column="unrelated",
+            learning_rate=2.8e-4,
+        ),
     )
 }  # fmt: skip
 ALL_REGIMES = {**REGIMES, **CORRUPTED}
@@ -144,7 +157,7 @@ def grpo_arguments(regime: Regime) -> dict:
     Everything the benchmark means by "GRPO", passed explicitly so that a TRL or transformers release that changes a
     default cannot change the benchmark: sampling at temperature 1 with no top-k or top-p (the exact success rates
     assume it), DAPO's token-level loss, rewards scaled within each group, no KL term, one update per generation,
-    float32, plain AdamW, a linear schedule.
+    float32, plain AdamW, the regime's learning rate and schedule.
     """
     return dict(
         use_cpu=True,
@@ -163,7 +176,7 @@ def grpo_arguments(regime: Regime) -> dict:
         mask_truncated_completions=False,
         learning_rate=regime.learning_rate,
         warmup_steps=regime.lr_warmup_steps,
-        lr_scheduler_type="linear",
+        lr_scheduler_type=regime.lr_scheduler_type,
         optim="adamw_torch",
         weight_decay=0.0,
         adam_beta1=0.9,
@@ -260,6 +273,19 @@ def build(regime: Regime) -> Setting:
     model, tokenizer = policy(regime.warm_start)
     train, test = splits(regime)
     return Setting(regime, model, tokenizer, train, test, arithmetic.arithmetic_reward, grpo_arguments(regime))
+
+
+def with_regime(setting: Setting, regime: Regime) -> Setting:
+    """
+    `setting` trained as `regime` says, which may differ from `setting.regime` only in how it trains (the learning
+    rate, its schedule, the steps), never in its data or warm start.
+    """
+    import dataclasses
+
+    data = ("out_of_reach", "solved", "column", "warm_start")
+    if any(getattr(regime, key) != getattr(setting.regime, key) for key in data):
+        raise ValueError(f"{regime} trains on other data than {setting.regime}: build its own setting.")
+    return dataclasses.replace(setting, regime=regime, grpo=grpo_arguments(regime))
 
 
 def make_warm_start(seed: int = 0, path: str | None = None) -> dict:

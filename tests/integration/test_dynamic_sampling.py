@@ -114,8 +114,31 @@ def test_at_the_cap_a_step_trains_on_the_mixed_groups_it_has(monkeypatch):
     B, G = regime.prompts_per_step, regime.num_generations
     assert outcome["records"][-1]["rollouts"] == regime.steps * B * G  # one batch a step: nothing beyond
     assert rows[-1][1] > 0  # groups were dropped
-    dropped_before = 0
+    dropped_before, short = 0, 0
     for trained, dropped in rows:
         kept = B - (dropped - dropped_before)
         assert trained == G * (kept or B)  # the kept groups, or the whole batch when none is mixed
+        short += kept < B
         dropped_before = dropped
+    assert outcome["capped_steps"] == short > 0  # every step short of B mixed groups, and only those
+
+
+def test_rounds_of_3b_prompts_generate_whole_rounds_and_train_on_b_mixed_groups(monkeypatch):
+    regime = dataclasses.replace(setting.REGIMES["base"], steps=4, snapshot_every=4)
+    rounds = []
+    generate = DynamicSamplingTrainer._generate_and_score_completions
+
+    def spy(self, inputs):
+        before = self.groups_generated
+        output = generate(self, inputs)
+        if self.model.training:
+            rounds.append((self.groups_generated - before, output["advantages"].numel()))
+        return output
+
+    monkeypatch.setattr(DynamicSamplingTrainer, "_generate_and_score_completions", spy)
+    outcome = runner.run(setting.build(regime), "uniform_ds3", seed=0)
+    B, G = regime.prompts_per_step, regime.num_generations
+    assert len(rounds) == regime.steps and outcome["capped_steps"] == 0
+    for generated, trained in rounds:  # whole rounds of 3B prompts, the first holding the data loader's B
+        assert generated % (3 * B) == 0 and generated >= 3 * B
+        assert trained == B * G

@@ -378,7 +378,7 @@ def test_a_wrong_column_regime_takes_a_column_blind_method_from_its_twin_and_nev
 def test_the_committed_one_line_verdict_is_what_its_runs_give():
     verdict = _verdict_module()
     root = BENCHMARKS.parent
-    runs = verdict.load([str(root / verdict.RESULTS / name / "real_cpu.json") for name in verdict.FILES])
+    runs = verdict.load(verdict.paths(str(root / verdict.RESULTS)))
     tables, shortfalls = verdict.verdict(runs)
     committed = (root / verdict.RESULTS / "one_line_verdict.md").read_text()
     assert tables in committed
