@@ -22,6 +22,7 @@ Writes `real_cpu.json` (the environment, every run's curves and summary), `real_
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -52,6 +53,12 @@ def parse(argv=None) -> argparse.Namespace:
         type=int,
         default=3,
         help="seeds from this one on were held back from every choice (reported apart)",
+    )
+    parser.add_argument(
+        "--lr_scale",
+        type=float,
+        default=1.0,
+        help="train every regime at its peak learning rate times this (the sensitivity runs: 0.5 and 2)",
     )
     parser.add_argument("--quick", action="store_true", help=f"a smaller sweep: {QUICK}")
     parser.add_argument(
@@ -116,14 +123,17 @@ def main(argv=None) -> int:
         held_back=args.held_back,
         regimes={},
     )
+    trained = {name: _scaled(setting.ALL_REGIMES[name], args.lr_scale) for name in regimes}
     for name in regimes:
         built = setting.build(setting.ALL_REGIMES[name])
         results["regimes"][name] = dict(
-            regime=setting.describe(built.regime), fingerprint=built.fingerprint(), runs={}
+            regime=setting.describe(trained[name]), fingerprint=built.fingerprint(), runs={}
         )
-    tasks = [(r, m, s) for r in regimes for m in names for s in seeds]
+    # A regime trained as defined goes to the workers by name, one trained at another rate whole.
+    tasks = [(name if args.lr_scale == 1 else trained[name], m, s) for name in regimes for m in names for s in seeds]
     start = time.perf_counter()
     for (regime, method, seed), run in runner.sweep(tasks, args.jobs, args.threads):
+        regime = regime if isinstance(regime, str) else regime.name
         results["regimes"][regime]["runs"].setdefault(method, {})[str(seed)] = run
         s = run["summary"]
         print(f"{regime} {method} seed {seed}: held-out {s['final_heldout_accuracy']:.4f}, unanimous "
@@ -133,6 +143,16 @@ def main(argv=None) -> int:
         _merge(results, args.merge, seeds)
     print(report.write(results, args.out))
     return 0
+
+
+def _scaled(regime: setting.Regime, scale: float) -> setting.Regime:
+    """`regime` at `scale` times its peak learning rate."""
+    return regime if scale == 1 else dataclasses.replace(regime, learning_rate=regime.learning_rate * scale)
+
+
+def _rate(entry: dict) -> tuple:
+    """A results file's regime entry's peak learning rate and schedule (files before schedules were named: linear)."""
+    return entry["regime"]["learning_rate"], entry["regime"].get("lr_scheduler_type", "linear")
 
 
 def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
@@ -150,6 +170,8 @@ def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
             regime = results["regimes"].setdefault(name, {**other, "runs": {}})
             if other["fingerprint"] != regime["fingerprint"]:
                 raise SystemExit(f"--merge {path}: regime {name!r} was run on other data or another warm start there.")
+            if _rate(other) != _rate(regime):
+                raise SystemExit(f"--merge {path}: regime {name!r} trained at another learning rate there.")
             for method, runs in other["runs"].items():
                 if method not in regime["runs"]:  # run now, or given by an earlier file
                     regime["runs"][method] = {str(s): runs[str(s)] for s in seeds if str(s) in runs}

@@ -418,3 +418,57 @@ def test_the_committed_rollouts_verdict_is_what_its_runs_give():
     assert all(f"- {shortfall}" in committed for shortfall in shortfalls)
     for regime in verdict.TRUE_COLUMN:  # seeds 0-9 for dynamic sampling, the one line and its long runs
         assert all(len(runs[regime][m]) == 10 for m in ("uniform_ds", "one_line_ds", "one_line_long", "one_line"))
+
+
+def _lr_sweep_module():
+    sys.path.insert(0, str(BENCHMARKS.parent))
+    from benchmarks import lr_sweep
+
+    return lr_sweep
+
+
+def test_the_sweeps_rule_takes_the_rate_of_the_highest_mean_final_accuracy():
+    sweep = _lr_sweep_module()
+    final = lambda accuracy: {"heldout_accuracy": [0.3, accuracy]}  # noqa: E731
+    runs = {
+        "0.0001": {"0": final(0.50), "1": final(0.52)},  # mean 0.51
+        "0.0002": {"0": final(0.60), "1": final(0.44)},  # the best seed, but mean 0.52
+        "0.0004": {"0": final(0.53), "1": final(0.525)},  # mean 0.5275: the choice
+    }
+    assert sweep.best_rate(runs) == "0.0004"
+
+
+def test_each_regime_trains_at_the_rate_its_committed_sweep_chose_and_a_wrong_column_at_its_twins():
+    sweep = _lr_sweep_module()
+    results = json.loads((BENCHMARKS / "results" / "lr_sweep" / sweep.SCHEDULE / "lr_sweep.json").read_text())
+    assert results["schedule"] == sweep.SCHEDULE and results["seeds"] == list(sweep.TUNING_SEEDS)
+    assert set(results["regimes"]) == set(setting.REGIMES)
+    for name, regime in setting.REGIMES.items():
+        assert regime.lr_scheduler_type == sweep.SCHEDULE
+        assert regime.learning_rate == float(sweep.best_rate(results["regimes"][name]["runs"])), name
+    one_line_verdict = _verdict_module()
+    for name, twin in one_line_verdict.TWIN.items():
+        assert setting.CORRUPTED[name].learning_rate == setting.REGIMES[twin].learning_rate
+    # the rule's choice beats the grid's neighbours on either side, so the grid reached past the best
+    for name, entry in results["regimes"].items():
+        rates = sorted(entry["runs"], key=float)
+        assert 0 < rates.index(sweep.best_rate(entry["runs"])) < len(rates) - 1, name
+
+
+def test_a_setting_trains_at_another_rate_but_never_on_other_data():
+    import dataclasses
+
+    built = setting.Setting(setting.REGIMES["base"], None, None, None, None, None, {})
+    faster = dataclasses.replace(built.regime, learning_rate=1e-3, lr_scheduler_type="constant_with_warmup")
+    moved = setting.with_regime(built, faster)
+    assert moved.grpo["learning_rate"] == 1e-3 and moved.grpo["lr_scheduler_type"] == "constant_with_warmup"
+    with pytest.raises(ValueError, match="other data"):
+        setting.with_regime(built, dataclasses.replace(built.regime, out_of_reach=512))
+
+
+def test_the_readme_and_the_benchmarks_page_quote_the_committed_headline_table():
+    verdict = _verdict_module()
+    root = BENCHMARKS.parent
+    table = verdict.headline(verdict.load(verdict.paths(str(root / verdict.RESULTS))))
+    for page in ("README.md", "docs/benchmarks.md"):
+        assert table in (root / page).read_text(), page
