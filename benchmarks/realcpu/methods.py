@@ -22,9 +22,9 @@ know what no real selector can:
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
   `uniform_ds3`, `one_line_ds3` the same with rounds of `3B` prompts, as DAPO's recipe generates;
-- `one_line_long`: `KGPSCallback()` trained `LONG` times the regime's steps, its learning-rate schedule stretched to
-  them (warmup steps as the regime's, then linear decay to zero at the last step): what the one line reaches with
-  the rollouts dynamic sampling spends;
+- `one_line_x2`, `one_line_long`: `KGPSCallback()` trained 2 or 3 times the regime's steps (`LONGER`), each a run of
+  its own length (warmup steps as the regime's, then its schedule over all of its steps): what the one line reaches
+  with the rollouts dynamic sampling spends, read at each run's end;
 - `ds`: dynamic sampling emulated outside the trainer (it screens candidates, then trains on a fresh group of each);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
@@ -71,14 +71,18 @@ DYNAMIC_SAMPLING = {
 }  # fmt: skip
 # Its rounds' prompts, in batches of `B` (1 unless named here).
 ROUNDS_OF = {"uniform_ds3": 3, "one_line_ds3": 3}
-# A method trained `LONG` times the regime's steps.
-LONG = 3
-LONGER = {"one_line_long": "one_line"}
+# A method trained a multiple of the regime's steps: its base method and the multiple.
+LONGER = {"one_line_x2": ("one_line", 2), "one_line_long": ("one_line", 3)}
 
 
 def base_method(method: str) -> str:
     """The method whose selector and dataset `method` uses: `one_line` for `one_line_ds` and `one_line_long`."""
-    return DYNAMIC_SAMPLING.get(method) or LONGER.get(method) or method
+    return DYNAMIC_SAMPLING.get(method) or LONGER.get(method, (None,))[0] or method
+
+
+def steps(method: str, regime) -> int:
+    """The optimizer steps `method` trains in `regime`: the regime's, times `LONGER`'s multiple."""
+    return regime.steps * LONGER.get(method, (None, 1))[1]
 
 
 def dataset_for(method: str, train):

@@ -68,7 +68,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         from benchmarks.realcpu.dynamic_sampling import DynamicSamplingTrainer
 
         trainer_class, extra = DynamicSamplingTrainer, dict(kgps=kgps, rounds_of=methods.ROUNDS_OF.get(method, 1))
-    steps = regime.steps * (methods.LONG if method in methods.LONGER else 1)
+    steps = methods.steps(method, regime)
     trainer = None  # the snapshots read the rollouts it generated once it is built
     snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _extra_rollouts(method, kgps, trainer))
     args = GRPOConfig(

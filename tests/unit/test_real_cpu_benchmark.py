@@ -179,6 +179,18 @@ def test_build_names_every_suite_method():
     assert not methods.known("oracle@") and not methods.known("oracle@0") and not methods.known("kgps@2")
 
 
+def test_a_longer_run_is_the_one_line_trained_a_multiple_of_the_regimes_steps():
+    regime = setting.REGIMES["base"]
+    assert [methods.steps(m, regime) for m in ("one_line", "one_line_x2", "one_line_long", "uniform_ds")] == [
+        400,
+        800,
+        1200,
+        400,
+    ]
+    assert methods.base_method("one_line_x2") == methods.base_method("one_line_ds3") == "one_line"
+    assert methods.ROUNDS_OF.get("uniform_ds3") == 3 and methods.base_method("uniform_ds3") == "uniform"
+
+
 def test_the_environment_names_packages_python_cpu_threads_and_commit():
     from importlib import metadata
 
@@ -394,30 +406,24 @@ def _rollouts_verdict_module():
     return rollouts_verdict
 
 
-def test_the_rollouts_verdict_reads_accuracy_at_equal_rollouts_and_shares_of_the_targets_budget():
+def test_the_rollouts_verdict_pairs_the_rollouts_spent_by_seed():
     verdict = _rollouts_verdict_module()
-    ds = {"heldout_accuracy": [0.3, 0.5, 0.6], "rollouts": [0, 100, 300], "steps": [0, 1, 2]}
-    mine = {"heldout_accuracy": [0.3, 0.45, 0.7], "rollouts": [0, 50, 100], "steps": [0, 1, 2]}
-    runs = {"uniform_ds": {"0": ds}, "one_line": {"0": mine}}
-    assert verdict.accuracy_at(ds, 200) == pytest.approx(0.55)  # halfway from 100 (0.5) to 300 (0.6)
-    assert np.isnan(verdict.accuracy_at(ds, 301))
-    # mine reaches ds's final 0.6 at 50 + (0.15 / 0.25) * 50 = 80 rollouts: 80 / 300 of ds's budget
-    np.testing.assert_allclose(verdict.shares(runs, "one_line", "uniform_ds"), [80 / 300])
-    # mine's final 0.7 at 100 rollouts, against ds's 0.3 + 0.2 = 0.5 there
-    np.testing.assert_allclose(verdict.at_equal_rollouts(runs, "one_line", "uniform_ds"), [0.2])
+    run = lambda rollouts: {"rollouts": [0, rollouts]}  # noqa: E731
+    runs = {"uniform_ds": {"0": run(40_000), "1": run(25_600)}, "one_line": {"1": run(12_800), "0": run(12_800)}}
+    np.testing.assert_allclose(verdict.rollout_share(runs, "one_line"), [12_800 / 40_000, 0.5])  # seed order
 
 
 def test_the_committed_rollouts_verdict_is_what_its_runs_give():
     verdict = _rollouts_verdict_module()
     root = BENCHMARKS.parent
-    runs = verdict.load([str(root / verdict.RESULTS / name / "real_cpu.json") for name in verdict.FILES])
+    files = [str(root / verdict.RESULTS / name) for name in verdict.FILES] + verdict.paths(str(root / verdict.RESULTS))
+    runs = verdict.load(files)
     tables, shortfalls = verdict.dynamic_sampling(runs)
-    ceiling, _ = verdict.allocation(runs)
     committed = (root / verdict.RESULTS / "rollouts_verdict.md").read_text()
-    assert "\n".join(tables) in committed and "\n".join(ceiling) in committed
+    assert "\n".join(tables) in committed
     assert all(f"- {shortfall}" in committed for shortfall in shortfalls)
-    for regime in verdict.TRUE_COLUMN:  # seeds 0-9 for dynamic sampling, the one line and its long runs
-        assert all(len(runs[regime][m]) == 10 for m in ("uniform_ds", "one_line_ds", "one_line_long", "one_line"))
+    for regime in verdict.TRUE_COLUMN:  # seeds 0-9 for dynamic sampling and the one line
+        assert all(len(runs[regime][m]) == 10 for m in ("uniform_ds", "one_line_ds", "one_line"))
 
 
 def _lr_sweep_module():
