@@ -229,19 +229,62 @@ def verdict(runs: dict) -> tuple[str, list[str]]:
     return "\n".join(lines), shortfalls
 
 
+def sensitivity(by_scale: dict, seeds: int = 5) -> tuple[str, list[str]]:
+    """
+    The learning-rate sensitivity table: per multiple of the tuned rate (`by_scale[scale]` = runs of every regime at
+    that multiple), the one line and the oracle minus uniform over seeds `0..seeds-1`; and each regime where the one
+    line is below uniform on average (mean + SE < 0).
+    """
+    lines = ["| minus uniform, seeds 0-4 | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |"]
+    lines.append("|---" * (len(TRUE_COLUMN) + 1) + "|")
+    shortfalls = []
+    for scale, runs in by_scale.items():
+        for method in ("one_line", "oracle"):
+            if not all(method in runs.get(r, {}) for r in TRUE_COLUMN):
+                continue
+            row = []
+            for regime in TRUE_COLUMN:
+                first = {m: {s: run for s, run in v.items() if int(s) < seeds} for m, v in runs[regime].items()}
+                d = difference(first, method, "uniform")
+                row.append(cell(d))
+                mean, se = mean_se(d)
+                if method == "one_line" and mean + se < 0:
+                    shortfalls.append(
+                        f"the one line below uniform at {scale:g}x the tuned rate in `{regime}`: {mean:+.4f} ± {se:.4f}"
+                    )
+            lines.append(f"| {method}, {scale:g}x the tuned rate | " + " | ".join(row) + " |")
+    return "\n".join(lines), shortfalls
+
+
+# The runs at multiples of the tuned rate (`real_cpu.py --lr_scale`), under RESULTS; 1x is the suite itself.
+SENSITIVITY = {
+    0.5: "lr_sensitivity/half/real_cpu.json",
+    1.0: "real_cpu.json",
+    2.0: "lr_sensitivity/double/real_cpu.json",
+}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", nargs="+", default=paths())
     parser.add_argument("--out", default=os.path.join(RESULTS, "one_line_verdict.md"))
     args = parser.parse_args(argv)
     tables, shortfalls = verdict(load(args.results))
+    by_scale = {
+        scale: load([os.path.join(RESULTS, path)])
+        for scale, path in SENSITIVITY.items()
+        if os.path.exists(os.path.join(RESULTS, path))
+    }
+    robust, fragile = sensitivity(by_scale)
     text = (
         "# The one line against its goals, seeds 0-9\n\n"
         "Mean over seeds of the paired difference in final held-out accuracy ± its standard error (number of seeds), "
         "`python benchmarks/one_line_verdict.py`.\n\n"
         + tables
-        + "\n## Goals not met\n\n"
-        + ("\n".join(f"- {s}" for s in shortfalls) if shortfalls else "None.")
+        + "\n## Learning-rate sensitivity\n\n"
+        + robust
+        + "\n\n## Goals not met\n\n"
+        + ("\n".join(f"- {s}" for s in shortfalls + fragile) if shortfalls + fragile else "None.")
         + "\n"
     )
     with open(args.out, "w") as f:

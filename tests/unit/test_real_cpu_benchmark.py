@@ -371,6 +371,23 @@ def test_the_verdicts_standard_error_is_the_sample_deviation_over_root_n():
     assert se == pytest.approx((0.0013 / 3) ** 0.5 / 2)
 
 
+def test_the_sensitivity_table_pairs_seeds_0_to_4_at_each_rate_and_names_a_regime_the_one_line_loses():
+    verdict = _verdict_module()
+    final = lambda accuracy: {"heldout_accuracy": [0.3, accuracy], "steps": [0, 400], "rollouts": [0, 1]}  # noqa: E731
+    runs = lambda edge: {  # noqa: E731
+        regime: {
+            "uniform": {str(s): final(0.5) for s in range(6)},
+            "one_line": {**{str(s): final(0.5 + edge) for s in range(5)}, "5": final(0.0)},  # seed 5 is not read
+        }
+        for regime in verdict.TRUE_COLUMN
+    }
+    table, losses = verdict.sensitivity({1.0: runs(0.02), 2.0: runs(-0.01)})
+    assert "| one_line, 1x the tuned rate | +0.0200 ± 0.0000 (5) |" in table
+    assert "| one_line, 2x the tuned rate | -0.0100 ± 0.0000 (5) |" in table
+    assert "oracle" not in table  # not run
+    assert len(losses) == len(verdict.TRUE_COLUMN) and all("at 2x the tuned rate" in loss for loss in losses)
+
+
 def test_a_wrong_column_regime_takes_a_column_blind_method_from_its_twin_and_never_the_one_line(tmp_path):
     verdict = _verdict_module()
     run = {"heldout_accuracy": [0.5], "steps": [0], "rollouts": [1]}
