@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from .config import KGPSConfig
+from .engine.protocol import PromptSelector
 from .hub import difficulty_table, load_selector
 from .selectors import KGPSSelector
 
@@ -21,6 +22,7 @@ __all__ = [
     "KGPSRepeatSampler",
     "KGPSScriptArguments",
     "KGPSSelector",
+    "PromptSelector",
     "__version__",
     "difficulty_table",
     "load_selector",

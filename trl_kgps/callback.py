@@ -31,24 +31,20 @@ class KGPSCallback(TrainerCallback):
     r"""
     Selects the prompts of every generation batch with KGPS: `GRPOTrainer(..., callbacks=[KGPSCallback()])`.
 
-    At `on_init_end` it finds the trainer being built on the call stack and binds to it, one trainer per callback;
-    `trainer.add_callback(KGPSCallback(config, trainer=trainer))` binds explicitly. The adapter does the work:
-    `adapters.grpo` for `GRPOTrainer` and `RLOOTrainer`, `adapters.async_grpo` for TRL 1.16's `AsyncGRPOTrainer`.
-    Either way the KGPS state (`kgps_state.npz`) is saved with every model the trainer saves, restored on resume,
-    and described in the model card; the `kgps/*` metrics reach the trainer's logs (docs/trl.md lists them).
+    At `on_init_end` it binds to the trainer being built (one trainer per callback; `trainer=` binds explicitly), whose
+    adapter does the work: `adapters.grpo` for `GRPOTrainer` and `RLOOTrainer`, `adapters.async_grpo` for
+    `AsyncGRPOTrainer`. The KGPS state (`kgps_state.npz`) is saved with every model the trainer saves, restored on
+    resume and described in the model card; the `kgps/*` metrics reach the trainer's logs (docs/trl.md lists them).
 
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; `KGPSConfig()` by default.
-        selector (`str` or selector, *optional*): `"kgps"` (the default), or a baseline to compare with:
-            `"uniform"` (TRL's order), `"mopps"`, `"greso"`, `"dps"`, built for `len(train_dataset)` prompts and
-            seeded with `args.seed`; or an instance with the same interface (e.g. a `KGPSSelector` restored from a
-            state).
+        selector (`str` or `PromptSelector`, *optional*): `"kgps"` (the default); a baseline to compare with,
+            `"uniform"` (TRL's order), `"mopps"`, `"greso"` or `"dps"`, built for the train dataset and seeded with
+            `args.seed`; or any `PromptSelector`, such as a selector of one's own or a restored `KGPSSelector`.
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
         drop_zero_advantage (`bool`, *optional*, defaults to `False`): under `AsyncGRPOTrainer`, a group whose
-            completions all get the same reward (zero advantage, no gradient) never reaches the optimizer: KGPS still
-            learns from it, the rollout worker generates on until the batch is full of groups with a gradient, and
-            `kgps/zero_advantage_dropped` logs the share dropped. `GRPOTrainer` and `RLOOTrainer` cannot drop a group
-            without patching TRL's generation, and refuse it.
+            completions all get the same reward never reaches the optimizer (KGPS still learns from it) and the worker
+            generates on to fill the batch (docs/trl.md). `GRPOTrainer` and `RLOOTrainer` refuse it.
     """
 
     def __init__(
@@ -67,9 +63,7 @@ class KGPSCallback(TrainerCallback):
             raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
         if not isinstance(drop_zero_advantage, bool):
             raise TypeError(f"drop_zero_advantage must be True or False, got {drop_zero_advantage!r}.")
-        self.config = config
-        self.drop_zero_advantage = drop_zero_advantage
-        self._selector = selector
+        self.config, self.drop_zero_advantage, self._selector = config, drop_zero_advantage, selector
         self.trainer: Trainer | None = None
         self.adapter: TrainerAdapter | None = None  # `GRPOAdapter` or `AsyncGRPOAdapter`, once attached
         if trainer is not None:
@@ -85,8 +79,6 @@ class KGPSCallback(TrainerCallback):
         self.adapter = adapter(trainer, self, self.config, self._selector)
         self.trainer = trainer
         return self
-
-    # What a run reads ------------------------------------------------------------------------------------------
 
     @property
     def selector(self) -> "str | PromptSelector | None":
@@ -127,12 +119,9 @@ class KGPSCallback(TrainerCallback):
         """This run's per-prompt table (see `trl_kgps.difficulty_table`, which reads a saved run's)."""
         if self.engine is None:
             raise RuntimeError(
-                "KGPSCallback has no difficulty table before the trainer builds its data loader: call it after "
-                "`trainer.train()`."
+                "KGPSCallback has no difficulty table before training: call it after `trainer.train()`."
             )
         return self.adapter.difficulty_table()
-
-    # The trainer's events --------------------------------------------------------------------------------------
 
     def on_init_end(self, args, state, control, **kwargs):
         if self.trainer is None:

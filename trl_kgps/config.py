@@ -1,6 +1,5 @@
 """Hyperparameters of Kalman-Guided Prompt Selection."""
 
-import argparse
 import dataclasses
 import math
 from dataclasses import dataclass, field, fields
@@ -41,137 +40,31 @@ MAX_LOGIT_VARIANCE = 1e12
 # to sqrt(pi) within 1e-15; the utility's integrand is smooth, so 5 nodes (the paper) already score it closely.
 MAX_QUADRATURE_POINTS = 100
 
-# The metadata key under which a field declares what it accepts: a `Check`, which `KGPSConfig.__post_init__` reads.
-# HfArgumentParser hands a field's whole metadata to argparse's `add_argument`, which refuses keys it does not know;
-# `action` it knows, and there a `Check` builds argparse's plain store action, so `--help` and parsing are unchanged.
-# (Not on a bool field that defaults to True: HfArgumentParser copies its metadata into a `--no_` store_false flag.)
-CHECK = "action"
 
-
-@dataclass(frozen=True, kw_only=True)
-class Check:
+def refusal(name: str, value, requirement: str, fix: str) -> ValueError:
     """
-    What a field accepts, declared in its metadata under `CHECK`. `check_fields` raises, for the first field whose
-    value its check refuses, `ValueError("{name} must {requirement}, got {value!r}: {fix}.")`, or `". {fix}."` when
-    the fix starts a sentence of its own.
+    `ValueError("{name} must {requirement}, got {value!r}: {fix}.")`, or `". {fix}."` when the fix starts a sentence of
+    its own.
     """
-
-    fix: str  # how to mend a refused value, e.g. "use a non-negative value such as the paper's 0.1"
-    optional: bool = False  # None is accepted too
-    then: "Check | None" = None  # a further check of a value this one accepts
-
-    def requirement(self, value, metadata) -> str | None:
-        """What a field's value must be ("be ...", "lie in ..."), or None when `value` is accepted."""
-        raise NotImplementedError
-
-    def fix_for(self, value) -> str:
-        """How to mend the refused `value`: `fix`."""
-        return self.fix
-
-    def __call__(self, **kwargs) -> argparse.Action:
-        """As argparse's `action`: the plain store action argparse builds by default."""
-        return argparse._StoreAction(**kwargs)
+    return ValueError(f"{name} must {requirement}, got {value!r}{'. ' if fix[0].isupper() else ': '}{fix}.")
 
 
-@dataclass(frozen=True, kw_only=True)
-class OneOf(Check):
-    """One of the field's `choices` metadata (which argparse also reads)."""
-
-    def requirement(self, value, metadata):
-        return None if value in metadata["choices"] else f"be one of {tuple(metadata['choices'])}"
+def is_real(value) -> bool:
+    """A finite int or float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Real(Check):
-    """A finite int or float (not a bool) >= `minimum`, or > it when `strict`, and <= `maximum`."""
-
-    minimum: float = -math.inf
-    strict: bool = False
-    maximum: float = math.inf
-
-    def requirement(self, value, metadata):
-        real = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if real and (value > self.minimum if self.strict else value >= self.minimum) and value <= self.maximum:
-            return None
-        bound = "" if self.minimum == -math.inf else f" > {self.minimum}" if self.strict else f" >= {self.minimum}"
-        if self.maximum < math.inf:
-            bound += f"{' and' if bound else ''} <= {self.maximum:g}"
-        return f"be a finite number{bound}"
+def is_integer(value) -> bool:
+    """An int, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Integer(Check):
-    """An int (not a bool) >= `minimum` and <= `maximum`; `fix_above` mends one above `maximum`."""
-
-    minimum: int
-    maximum: float = math.inf
-    fix_above: str = ""
-
-    def requirement(self, value, metadata):
-        if not isinstance(value, int) or isinstance(value, bool) or value < self.minimum:
-            return f"be an integer >= {self.minimum}"
-        return None if value <= self.maximum else f"be an integer <= {self.maximum}"
-
-    def fix_for(self, value):
-        above = isinstance(value, int) and value > self.maximum
-        return self.fix_above if above and self.fix_above else self.fix
-
-
-@dataclass(frozen=True, kw_only=True)
-class Interval(Check):
-    """An int, float or bool (as Python compares them) in `span`, e.g. "(0, 1]": a bracket keeps its bound in."""
-
-    span: str
-
-    def requirement(self, value, metadata):
-        return None if _inside(self.span, value) else f"lie in {self.span}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outside(Check):
-    """Any value but a number inside `span` (written as for `Interval`); the accepted values are described by `what`."""
-
-    span: str
-    what: str
-
-    def requirement(self, value, metadata):
-        return f"be {self.what}" if _inside(self.span, value) else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Names(Check):
-    """A non-empty str, described by `what`; with `many`, also a list or tuple of distinct ones (empty too)."""
-
-    what: str
-    many: bool = False
-
-    def requirement(self, value, metadata):
-        if self.many and isinstance(value, (list, tuple)) and not value:
-            return None  # no name: none wanted
-        names = [value] if isinstance(value, str) else value if self.many and isinstance(value, (list, tuple)) else []
-        if names and all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names):
-            return None
-        return f"be {self.what}"
-
-
-def _inside(span: str, value) -> bool:
-    low, high = (float(bound) for bound in span[1:-1].split(","))
-    if not isinstance(value, (int, float)):
-        return False
-    return (value > low if span[0] == "(" else value >= low) and (value < high if span[-1] == ")" else value <= high)
-
-
-def check_fields(instance) -> None:
-    """Raises a `ValueError` for the first field, in declaration order, whose value its metadata's `Check` refuses."""
-    for f in fields(instance):
-        value, check = getattr(instance, f.name), f.metadata.get(CHECK)
-        while check is not None and not (value is None and check.optional):
-            requirement = check.requirement(value, f.metadata)
-            if requirement is not None:
-                fix = check.fix_for(value)
-                fix = f". {fix}" if fix[0].isupper() else f": {fix}"
-                raise ValueError(f"{f.name} must {requirement}, got {value!r}{fix}.")
-            check = check.then
+def are_names(value, many: bool = False) -> bool:
+    """A non-empty str; with `many`, also a list or tuple of distinct ones, or an empty one."""
+    if many and isinstance(value, (list, tuple)) and not value:
+        return True
+    names = [value] if isinstance(value, str) else value if many and isinstance(value, (list, tuple)) else []
+    return bool(names) and all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names)
 
 
 @dataclass
@@ -198,6 +91,50 @@ class KGPSConfig:
     - utility of a prompt: \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[\sigma(\psi)(1 - \sigma(\psi))]\\) by
       `quadrature_points`-point Gauss–Hermite.
 
+    Parameters:
+        > The filter (each field's full help is its `--help` text)
+
+        gamma (`float`, *optional*, defaults to `0.1`):
+            Process-noise scale: \\(Q = \gamma \lVert\Delta\theta\rVert_2\\) is added to every logit variance after
+            each policy update. In `[0, 1e12]`.
+        initial_variance (`float`, *optional*, defaults to `1.0`):
+            Prior logit variance of a prompt's own residual (of every prompt with `shared_variance=0`). In
+            `(0, 1e12]`.
+        warmup_epochs (`int`, *optional*, defaults to `0`):
+            Epochs of uniform sampling before KGPS selects (the paper: 1).
+        observation (`str`, *optional*, defaults to `"binomial"`):
+            The update: `"binomial"` (moment-matched exact posterior) or `"logit"` (the paper's Kalman update).
+        shared_variance (`float`, *optional*, defaults to `1.0`):
+            Prior logit variance of the part prompts share; 0 for one filter per prompt. In `[0, 1e12]`.
+        feature_columns (`list[str]` or `None`, *optional*, defaults to `None`):
+            Train-dataset columns prompts share; `None` finds them, `[]` shares one factor across the pool.
+        shared_noise_share (`float`, *optional*, defaults to `0.5`):
+            Share of each round's process noise that goes to the shared part. In `[0, 1]`.
+        residual_adaptation (`float`, *optional*, defaults to `0.05`):
+            Step size of the online estimate of the residual prior variance; 0 keeps `initial_variance`.
+        quadrature_points (`int`, *optional*, defaults to `5`):
+            Gauss-Hermite nodes of the posterior utility. In `[2, 100]`.
+
+        > The draw
+
+        selection (`str`, *optional*, defaults to `"sample"`):
+            `"sample"` draws in proportion to the scores; `"top"` takes the best (the paper).
+        selection_temperature (`float`, *optional*, defaults to `1.0`):
+            With `"sample"`: draws in proportion to score ** (1 / temperature). Positive.
+        candidates (`float`, *optional*, defaults to `0.0`):
+            Candidates per batch as a multiple of the batch size; 0 chooses among all prompts. 0 or at least 1.
+
+        > The trainer's side
+
+        success_reward (`str` or `None`, *optional*, defaults to `None`):
+            The reward function whose value decides success; `None`: the weighted sum of all of them.
+        success_threshold (`float`, *optional*, defaults to `0.5`):
+            A completion succeeds when its reward is at least this.
+        delta_norm_sample (`float`, *optional*, defaults to `0.01`):
+            Share of the parameters the update norm is measured on; 1 is exact (the paper). In `(0, 1]`.
+        restart_on_missing_state (`bool`, *optional*, defaults to `False`):
+            On resuming from a checkpoint without KGPS state: start afresh with a warning instead of raising.
+
     The variants measured and left out, and the paper's ablations, are fields of
     `selectors.experimental.ExperimentalConfig`, for the benchmarks.
     """
@@ -207,11 +144,6 @@ class KGPSConfig:
         metadata={
             "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 is added to every prompt's "
             "logit variance after each policy update (paper App. B: 0.1).",
-            CHECK: Real(
-                minimum=0.0,
-                maximum=MAX_LOGIT_VARIANCE,  # the process noise of a unit update norm
-                fix="use a non-negative value such as the paper's 0.1",
-            ),
         },
     )
     initial_variance: float = field(
@@ -221,12 +153,6 @@ class KGPSConfig:
             "around what its features predict, where residual_adaptation starts from. With shared_variance 0 (the "
             "paper): the logit variance P0 of every prompt before its first observation, set again when its warmup "
             "observation arrives (paper App. B: 1.0).",
-            CHECK: Real(
-                minimum=0.0,
-                strict=True,
-                maximum=MAX_LOGIT_VARIANCE,
-                fix="use a positive logit variance such as the paper's 1.0",
-            ),
         },
     )
     warmup_epochs: int = field(
@@ -236,7 +162,6 @@ class KGPSConfig:
             "selecting (prompt-selection warmup, unrelated to learning-rate warmup). The paper uses 1; 0 (the "
             "default) selects from the first batch, every prompt starting from the shared prior (mean 0, variance "
             "shared_variance + initial_variance), which then follows what its group has shown.",
-            CHECK: Integer(minimum=0, fix="use 1 (the paper) or 0 (no warmup)"),
         },
     )
     observation: str = field(
@@ -246,7 +171,6 @@ class KGPSConfig:
             "moments of the exact posterior N(m, P) x Binomial(s | k, sigmoid(psi)); 'logit' is the paper's Kalman "
             "update on logit(clip(s/k)) with R = 1 / (k p (1 - p)).",
             "choices": list(OBSERVATIONS),
-            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
     selection: str = field(
@@ -255,7 +179,6 @@ class KGPSConfig:
             "help": "How a batch is chosen from the scored candidates: 'sample' draws without replacement in "
             "proportion to the scores; 'top' takes the best (the paper).",
             "choices": list(SELECTIONS),
-            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
     selection_temperature: float = field(
@@ -263,7 +186,6 @@ class KGPSConfig:
         metadata={
             "help": "selection='sample' draws each prompt with probability proportional to score ** (1 / "
             "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 flatter.",
-            CHECK: Real(minimum=0.0, strict=True, fix="use a positive value such as 1"),
         },
     )
     candidates: float = field(
@@ -273,15 +195,6 @@ class KGPSConfig:
             "ceil(candidates * B) prompts drawn at random, so that a round costs "
             "O(candidates * B) whatever the dataset's size. 0 (the default) chooses among all prompts every round, "
             "as the paper does; with selection='sample' that draw is exact and still costs O(B) on average.",
-            CHECK: Real(
-                minimum=0.0,
-                fix="use a multiple of the batch size such as 16, or 0 to choose among all prompts",
-                then=Outside(
-                    span="(0, 1)",
-                    what="0 or at least 1 (a multiple of the batch size)",
-                    fix="use e.g. 16, or 0 to choose among all prompts",
-                ),
-            ),
         },
     )
     feature_columns: list[str] | None = field(
@@ -293,12 +206,6 @@ class KGPSConfig:
             "finds the dataset's metadata columns itself (labels with few values that no reward function reads) and "
             "logs which; [] reads none: one factor shared by all prompts. Needs shared_variance > 0.",
             "nargs": "+",
-            CHECK: Names(
-                what="distinct column names of the train dataset",
-                many=True,
-                optional=True,
-                fix="use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
-            ),
         },
     )
     shared_variance: float = field(
@@ -307,11 +214,6 @@ class KGPSConfig:
             "help": "Prior logit variance of the shared part of every prompt's success rate (the part its features "
             "predict); initial_variance is then the prior variance of the prompt's own residual. 0 turns sharing off: "
             "one independent filter per prompt (the paper).",
-            CHECK: Real(
-                minimum=0.0,
-                maximum=MAX_LOGIT_VARIANCE,
-                fix="use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
-            ),
         },
     )
     shared_noise_share: float = field(
@@ -319,7 +221,6 @@ class KGPSConfig:
         metadata={
             "help": "Share of each round's process noise Q = gamma * ||dtheta|| that goes to the shared part (the "
             "rest to every prompt's residual), so that each prompt's logit variance still grows by Q.",
-            CHECK: Interval(span="[0, 1]", fix="use e.g. 0.5 (half of the process noise to the shared part)"),
         },
     )
     residual_adaptation: float = field(
@@ -329,20 +230,12 @@ class KGPSConfig:
             "far prompts spread around what their features predict), which starts at initial_variance. After each "
             "batch, it is multiplied by exp(rate * (NIS - 1)) over the batch's first observations, so a prior that "
             "proves too confident widens for every prompt not yet seen. 0 keeps initial_variance.",
-            CHECK: Real(minimum=0.0, fix="use 0 to keep initial_variance, or a small step size such as 0.05"),
         },
     )
     quadrature_points: int = field(
         default=5,
         metadata={
             "help": "Number of Gauss-Hermite nodes for the posterior utility (paper: 5).",
-            CHECK: Integer(
-                minimum=2,
-                fix="use 5 (the paper) or more nodes",
-                maximum=MAX_QUADRATURE_POINTS,
-                fix_above=f"use 5 (the paper) or a few more: numpy's Gauss-Hermite rule is tested up to "
-                f"{MAX_QUADRATURE_POINTS} nodes",
-            ),
         },
     )
 
@@ -351,11 +244,6 @@ class KGPSConfig:
         metadata={
             "help": "Name of the reward function whose value decides whether a completion succeeded (e.g. "
             "'accuracy_reward'). Unset: the trainer's weighted sum of all reward functions.",
-            CHECK: Names(
-                what="the name of a reward function or None",
-                optional=True,
-                fix="use the name the trainer logs it under (e.g. 'accuracy_reward')",
-            ),
         },
     )
     success_threshold: float = field(
@@ -363,7 +251,6 @@ class KGPSConfig:
         metadata={
             "help": "A completion succeeds when its reward (see success_reward) is >= this. 0.5 splits 0/1 rewards, "
             "also with small bonuses or penalties added.",
-            CHECK: Real(fix="use e.g. 0.5 for 0/1 rewards"),
         },
     )
     delta_norm_sample: float = field(
@@ -372,7 +259,6 @@ class KGPSConfig:
             "help": "Fraction of parameter coordinates kept to measure ||theta_t - theta_{t-1}||. 0.01 keeps one in a "
             "hundred of the trainable parameters (this rank's shard) and estimates the norm (its measured error: "
             "docs/trl.md); 1 is exact and keeps a full copy of them (the paper's preset).",
-            CHECK: Interval(span="(0, 1]", fix="use 1 for the exact norm or a fraction such as 0.01 to save memory"),
         },
     )
 
@@ -385,11 +271,9 @@ class KGPSConfig:
     )
 
     def __post_init__(self):
-        check_fields(self)
+        self._check_fields()
         for flag in (f.name for f in fields(self) if f.type is bool):
-            # A flag declares no `Check` (HfArgumentParser would copy it onto the flag's argparse action): read here,
-            # and a numpy bool kept as Python's.
-            value = getattr(self, flag)
+            value = getattr(self, flag)  # a numpy bool is kept as Python's
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(
                     f"{flag} must be True or False, got {value!r}: use a bool, e.g. {flag}=True (on the command line, "
@@ -410,6 +294,111 @@ class KGPSConfig:
                 "shared_variance > 0 (a factor shared across prompts) works with observation='binomial', got "
                 "observation='logit', the paper's update of one prompt at a time. Set shared_variance=0 for it (as "
                 "KGPSConfig.paper() does)."
+            )
+
+    def _check_fields(self) -> None:
+        """Raises a `ValueError` naming the first field, in declaration order, that holds a value it does not accept."""
+        if not (is_real(self.gamma) and 0 <= self.gamma <= MAX_LOGIT_VARIANCE):
+            raise refusal(
+                "gamma",
+                self.gamma,
+                f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+                "use a non-negative value such as the paper's 0.1",
+            )
+        if not (is_real(self.initial_variance) and 0 < self.initial_variance <= MAX_LOGIT_VARIANCE):
+            raise refusal(
+                "initial_variance",
+                self.initial_variance,
+                f"be a finite number > 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+                "use a positive logit variance such as the paper's 1.0",
+            )
+        if not (is_integer(self.warmup_epochs) and self.warmup_epochs >= 0):
+            raise refusal(
+                "warmup_epochs", self.warmup_epochs, "be an integer >= 0", "use 1 (the paper) or 0 (no warmup)"
+            )
+        for name in ("observation", "selection"):  # a subclass may accept more choices: they are the field's
+            value, choices = getattr(self, name), tuple(self.__dataclass_fields__[name].metadata["choices"])
+            if value not in choices:
+                raise refusal(name, value, f"be one of {choices}", SEE_PRESETS)
+        if not (is_real(self.selection_temperature) and self.selection_temperature > 0):
+            raise refusal(
+                "selection_temperature",
+                self.selection_temperature,
+                "be a finite number > 0.0",
+                "use a positive value such as 1",
+            )
+        if not (is_real(self.candidates) and self.candidates >= 0):
+            raise refusal(
+                "candidates",
+                self.candidates,
+                "be a finite number >= 0.0",
+                "use a multiple of the batch size such as 16, or 0 to choose among all prompts",
+            )
+        if 0 < self.candidates < 1:
+            raise refusal(
+                "candidates",
+                self.candidates,
+                "be 0 or at least 1 (a multiple of the batch size)",
+                "use e.g. 16, or 0 to choose among all prompts",
+            )
+        if self.feature_columns is not None and not are_names(self.feature_columns, many=True):
+            raise refusal(
+                "feature_columns",
+                self.feature_columns,
+                "be distinct column names of the train dataset",
+                "use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
+            )
+        if not (is_real(self.shared_variance) and 0 <= self.shared_variance <= MAX_LOGIT_VARIANCE):
+            raise refusal(
+                "shared_variance",
+                self.shared_variance,
+                f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+                "use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
+            )
+        # compared as Python compares numbers, bools included
+        if not (isinstance(self.shared_noise_share, (int, float)) and 0 <= self.shared_noise_share <= 1):
+            raise refusal(
+                "shared_noise_share",
+                self.shared_noise_share,
+                "lie in [0, 1]",
+                "use e.g. 0.5 (half of the process noise to the shared part)",
+            )
+        if not (is_real(self.residual_adaptation) and self.residual_adaptation >= 0):
+            raise refusal(
+                "residual_adaptation",
+                self.residual_adaptation,
+                "be a finite number >= 0.0",
+                "use 0 to keep initial_variance, or a small step size such as 0.05",
+            )
+        if not (is_integer(self.quadrature_points) and self.quadrature_points >= 2):
+            raise refusal(
+                "quadrature_points", self.quadrature_points, "be an integer >= 2", "use 5 (the paper) or more nodes"
+            )
+        if self.quadrature_points > MAX_QUADRATURE_POINTS:
+            raise refusal(
+                "quadrature_points",
+                self.quadrature_points,
+                f"be an integer <= {MAX_QUADRATURE_POINTS}",
+                "use 5 (the paper) or a few more: numpy's Gauss-Hermite rule is tested up to "
+                f"{MAX_QUADRATURE_POINTS} nodes",
+            )
+        if self.success_reward is not None and not are_names(self.success_reward):
+            raise refusal(
+                "success_reward",
+                self.success_reward,
+                "be the name of a reward function or None",
+                "use the name the trainer logs it under (e.g. 'accuracy_reward')",
+            )
+        if not is_real(self.success_threshold):
+            raise refusal(
+                "success_threshold", self.success_threshold, "be a finite number", "use e.g. 0.5 for 0/1 rewards"
+            )
+        if not (isinstance(self.delta_norm_sample, (int, float)) and 0 < self.delta_norm_sample <= 1):
+            raise refusal(
+                "delta_norm_sample",
+                self.delta_norm_sample,
+                "lie in (0, 1]",
+                "use 1 for the exact norm or a fraction such as 0.01 to save memory",
             )
 
     def __setattr__(self, name, value):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from trl_kgps import KGPSSelector
+from trl_kgps import KGPSSelector, PromptSelector
 from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector, build_selector
 
 
@@ -35,6 +35,33 @@ def test_interface_selects_distinct_allowed_prompts_and_round_trips(cls):
         selector.update(a, s, np.full(8, 4))
         twin.update(b, s, np.full(8, 4))
     np.testing.assert_array_equal(selector.predicted_success(), twin.predicted_success())
+    assert isinstance(selector, PromptSelector)
+
+
+def test_a_selector_of_ones_own_is_a_prompt_selector_when_it_has_every_member():
+    class Cyclic:  # the whole interface: the next prompts in order
+        num_prompts, position = 10, 0
+
+        def select(self, batch_size, exclude=None):
+            batch = (self.position + np.arange(batch_size)) % self.num_prompts
+            self.position += batch_size
+            return batch
+
+        def initialize(self, indices, successes, trials): ...
+        def update(self, indices, successes, trials): ...
+        def predict(self, delta_norm): ...
+        def predicted_success(self, indices=None):
+            return np.full(self.num_prompts, 0.5)
+
+        def state_dict(self):
+            return {"position": self.position}
+
+        def load_state_dict(self, state):
+            self.position = state["position"]
+
+    assert isinstance(Cyclic(), PromptSelector)
+    del Cyclic.predict
+    assert not isinstance(Cyclic(), PromptSelector)
 
 
 @pytest.mark.parametrize("cls", ALL)

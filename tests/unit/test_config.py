@@ -1,12 +1,13 @@
-import argparse
 import dataclasses
+import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 
+import trl_kgps
 from trl_kgps import KGPSConfig
-from trl_kgps.config import CHECK, Integer, Interval, Names, OneOf, Outside, Real, check_fields
 from trl_kgps.selectors.experimental import EXPERIMENTAL_DEFAULTS, ExperimentalConfig, experimental
 
 
@@ -177,125 +178,49 @@ def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
     assert variant_config("uniform") is None and variant_config("kgps:") is None and variant_config("x:level") is None
 
 
-# Every declared check: KGPSConfig's, and those ExperimentalConfig adds or redeclares (`selection`).
-CHECKED = [(KGPSConfig, f) for f in dataclasses.fields(KGPSConfig) if CHECK in f.metadata] + [
-    (ExperimentalConfig, f)
-    for f in dataclasses.fields(ExperimentalConfig)
-    if CHECK in f.metadata and (f.name in EXPERIMENTAL_DEFAULTS or f.name == "selection")
-]
+# Every value the field checks refused when they were declared as argparse actions, with its message, and the bounds
+# they accepted (recorded from that implementation): the plain checks in `__post_init__` must say exactly the same.
+RECORDED = json.loads((Path(__file__).parents[1] / "data" / "config_refusals.json").read_text())
+CLASSES = {"KGPSConfig": KGPSConfig, "ExperimentalConfig": ExperimentalConfig}
 
 
-def _bounds(span):
-    low, high = (float(bound) for bound in span[1:-1].split(","))
-    return low, high
+def _decoded(value):
+    if isinstance(value, dict) and "float" in value:
+        return float(value["float"])
+    if isinstance(value, dict) and "tuple" in value:
+        return tuple(_decoded(v) for v in value["tuple"])
+    return value
 
 
-def refused(check, metadata):
-    """Values outside what `check` declares, each with the requirement the message must state."""
-    none = [] if check.optional else [None]
-    if isinstance(check, OneOf):
-        return [("nosuch", f"be one of {tuple(metadata['choices'])}"), (None, "be one of")]
-    if isinstance(check, Real):
-        bound = "" if check.minimum == -math.inf else f" {'>' if check.strict else '>='} {check.minimum}"
-        bound += f"{' and' if bound else ''} <= {check.maximum:g}" if check.maximum < math.inf else ""
-        below = [check.minimum if check.strict else check.minimum - 1] if check.minimum > -math.inf else []
-        above = [check.maximum * 10] if check.maximum < math.inf else []
-        values = [*below, *above, math.nan, math.inf, "1", True, *none]
-        return [(value, f"be a finite number{bound}") for value in values]
-    if isinstance(check, Integer):
-        return [
-            (value, f"be an integer >= {check.minimum}")
-            for value in (check.minimum - 1, check.minimum + 0.0, True, *none)
-        ]
-    if isinstance(check, Interval):
-        low, high = _bounds(check.span)
-        ends = [low] * (check.span[0] == "(") + [high] * (check.span[-1] == ")")
-        return [(value, f"lie in {check.span}") for value in (low - 1, high + 1, math.nan, "0.5", *ends, *none)]
-    if isinstance(check, Outside):
-        return [(sum(_bounds(check.span)) / 2, f"be {check.what}")]
-    if isinstance(check, Names):
-        return [(value, f"be {check.what}") for value in ("", 3, *([["a", "a"], ["a", ""], ("a", 3)] * check.many))]
-    raise AssertionError(f"no refused values for {check!r}")
-
-
-def chain(check):
-    while check is not None:
-        yield check
-        check = check.then
-
-
-@pytest.mark.parametrize(
-    "config_class, field, value, requirement, fix",
-    [
-        (config_class, f.name, value, requirement, check.fix)
-        for config_class, f in CHECKED
-        for check in chain(f.metadata[CHECK])
-        for value, requirement in refused(check, f.metadata)
-    ],
-)
-def test_every_declared_check_refuses_a_value_outside_it_by_name_value_and_fix(
-    config_class, field, value, requirement, fix
-):
+@pytest.mark.parametrize("row", RECORDED["refused"], ids=lambda row: f"{row['field']}={row['value']!r}")
+def test_every_refusal_keeps_its_message_naming_the_field_the_value_and_a_fix(row):
     with pytest.raises(ValueError) as error:
-        config_class(**{field: value})
-    message = str(error.value)
-    assert message.startswith(f"{field} must {requirement}"), message
-    assert f", got {value!r}" in message and message.endswith(f"{fix}."), message
+        CLASSES[row["config"]](**{row["field"]: _decoded(row["value"])})
+    assert str(error.value) == row["message"]
 
 
-def test_every_field_but_a_flag_declares_what_it_accepts():
-    unchecked = {f.name for f in dataclasses.fields(ExperimentalConfig)} - {f.name for _, f in CHECKED}
-    assert unchecked == {"candidate_pass", "restart_on_missing_state"}
+def test_the_bounds_a_field_keeps_in_are_accepted():
+    for row in RECORDED["accepted"]:
+        config = CLASSES[row["config"]](**{row["field"]: row["value"]})
+        assert getattr(config, row["field"]) == row["value"], row
+
+
+def test_every_field_but_a_flag_refuses_what_it_does_not_accept():
+    refused = {row["field"] for row in RECORDED["refused"]}
+    flags = {f.name for f in dataclasses.fields(ExperimentalConfig) if f.type is bool}
+    assert {f.name for f in dataclasses.fields(ExperimentalConfig)} - refused == flags
+    # None, where it is the default, stays accepted; elsewhere it is refused
     for f in dataclasses.fields(ExperimentalConfig):
-        if "choices" in f.metadata:
-            assert isinstance(f.metadata[CHECK], OneOf), f.name
-        # None, where it is the default, stays accepted; elsewhere it is refused (above).
-        assert (f.default is None) == getattr(f.metadata.get(CHECK), "optional", False), f.name
+        if f.default is None:
+            assert getattr(ExperimentalConfig(**{f.name: None}), f.name) is None, f.name
+        elif f.name not in flags:
+            assert any(row["field"] == f.name and row["value"] is None for row in RECORDED["refused"]), f.name
 
 
-def kept_in(check):
-    """The bounds `check` accepts."""
-    if isinstance(check, Real) and check.minimum > -math.inf and not check.strict:
-        return [check.minimum, int(check.minimum)]
-    if isinstance(check, Integer):
-        return [check.minimum]
-    if isinstance(check, Interval):
-        low, high = _bounds(check.span)
-        return [low] * (check.span[0] == "[") + [high] * (check.span[-1] == "]")
-    return []
-
-
-def test_the_bounds_a_check_keeps_in_are_accepted():
-    for config_class, f in CHECKED:
-        for value in kept_in(f.metadata[CHECK]):
-            assert getattr(config_class(**{f.name: value}), f.name) == value, (f.name, value)
-
-
-def test_the_checker_reads_the_choices_and_bounds_from_the_metadata():
-    @dataclasses.dataclass
-    class Toy:
-        level: str = dataclasses.field(default="a", metadata={"choices": ["a", "b"], CHECK: OneOf(fix="use 'a'")})
-        rate: float | None = dataclasses.field(
-            default=None,
-            metadata={
-                CHECK: Real(minimum=2.0, optional=True, fix="use 2", then=Outside(span="[3, 4)", what="x", fix="no"))
-            },
-        )
-        share: float = dataclasses.field(default=0.5, metadata={CHECK: Interval(span="(0, 1)", fix="Use a share")})
-
-    check_fields(Toy(level="b", rate=4.0))
-    with pytest.raises(ValueError, match=r"^level must be one of \('a', 'b'\), got 'c': use 'a'\.$"):
-        check_fields(Toy(level="c"))
-    Toy.__dataclass_fields__["level"].metadata["choices"].append("c")  # the checker reads the metadata as it is now
-    check_fields(Toy(level="c"))
-    with pytest.raises(ValueError, match=r"^rate must be a finite number >= 2.0, got 1.0: use 2\.$"):
-        check_fields(Toy(rate=1.0))
-    with pytest.raises(ValueError, match=r"^rate must be x, got 3.0: no\.$"):
-        check_fields(Toy(rate=3.0))
-    with pytest.raises(
-        ValueError, match=r"^share must lie in \(0, 1\), got 1\. Use a share\.$"
-    ):  # a sentence: ". Use"
-        check_fields(Toy(share=1))
+def test_the_checks_are_plain_code_not_argparse_actions():
+    package = Path(trl_kgps.__file__).parent
+    assert not [path for path in package.rglob("*.py") if "_StoreAction" in path.read_text()]
+    assert not [f.name for f in dataclasses.fields(ExperimentalConfig) if "action" in f.metadata]
 
 
 @pytest.mark.parametrize(
@@ -361,15 +286,23 @@ def test_quirks_the_hand_written_checks_accepted_stay_accepted():
     assert KGPSConfig(feature_columns=["level"]).feature_columns == ["level"]
 
 
-def test_a_check_in_the_metadata_is_a_plain_store_action_to_argparse():
+def test_argparse_shows_each_fields_help_and_parses_its_values():
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(KGPSConfig)
-    for config_class, f in CHECKED:
-        if config_class is KGPSConfig:
-            action = parser._option_string_actions[f"--{f.name}"]
-            assert type(action) is argparse._StoreAction and action.help == f.metadata["help"], f.name
+    for f in dataclasses.fields(KGPSConfig):
+        action = parser._option_string_actions[f"--{f.name}"]
+        assert action.help == f.metadata["help"], f.name
     (config,) = parser.parse_args_into_dataclasses(["--feature_columns", "level", "type", "--quadrature_points", "4"])
     assert (config.feature_columns, config.quadrature_points) == (["level", "type"], 4)
     (config,) = parser.parse_args_into_dataclasses([])  # unset: KGPS finds the metadata columns
     assert config.feature_columns is None
+
+
+def test_the_docstring_lists_every_parameter_with_its_type_and_default():
+    doc = KGPSConfig.__doc__
+    for f in dataclasses.fields(KGPSConfig):
+        default = f'"{f.default}"' if isinstance(f.default, str) else f.default
+        assert re.search(
+            rf"\n        {f.name} \(`[^\n]*`, \*optional\*, defaults to `{re.escape(str(default))}`\):", doc
+        ), f.name

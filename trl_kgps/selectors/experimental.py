@@ -8,7 +8,7 @@ plain `KGPSConfig`. Every result for these variants is in benchmarks/RECORD.md: 
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..config import CHECK, MAX_LOGIT_VARIANCE, SEE_PRESETS, Integer, KGPSConfig, OneOf, Real
+from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
 
 
 OBJECTIVES = ("mixed", "variance")
@@ -35,7 +35,6 @@ class ExperimentalConfig(KGPSConfig):
             "proportion to the scores; 'top' takes the best (the paper); 'thompson' draws one logit per candidate "
             "from its belief and takes the best scores of those draws.",
             "choices": list(SELECTIONS),
-            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
 
@@ -46,7 +45,6 @@ class ExperimentalConfig(KGPSConfig):
             "'mixed' is the probability 1 - p^k - (1-p)^k that a group of k rollouts is mixed (GRPO learns only "
             "from those).",
             "choices": list(OBJECTIVES),
-            CHECK: OneOf(fix=SEE_PRESETS),
         },
     )
     group_size: int | None = field(
@@ -54,7 +52,6 @@ class ExperimentalConfig(KGPSConfig):
         metadata={
             "help": "k in the 'mixed' objective. Unset: the rollouts per prompt of the latest observation "
             "(TRL's num_generations), 8 before the first.",
-            CHECK: Integer(minimum=1, optional=True, fix="use TRL's num_generations, or None"),
         },
     )
     candidate_pass: bool = field(
@@ -70,7 +67,6 @@ class ExperimentalConfig(KGPSConfig):
             "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
             "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the filter's "
             "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper).",
-            CHECK: Real(minimum=0.0, fix="use 0 to keep gamma fixed, or a small step size such as 0.05"),
         },
     )
     shared_drift: float = field(
@@ -79,7 +75,6 @@ class ExperimentalConfig(KGPSConfig):
             "help": "Share of each batch's mean surprise (posterior minus prior logit mean, averaged over its "
             "prompts) added to every prompt's mean, so that prompts not seen for a while follow the policy's "
             "overall progress. 0 is off (the paper).",
-            CHECK: Real(minimum=0.0, fix="use 0 (off) or a share such as 0.1"),
         },
     )
     process_noise_power: float = field(
@@ -87,7 +82,6 @@ class ExperimentalConfig(KGPSConfig):
         metadata={
             "help": "Power p of the parameter-update norm in Q = gamma * ||dtheta||^p. 1 is the method section and "
             "Algorithm 1; 2 is the ablation table's gamma * ||dtheta||^2.",
-            CHECK: Real(minimum=0.0, strict=True, fix="use 1 (the paper's method) or 2 (its ablation table)"),
         },
     )
     fixed_process_noise: float | None = field(
@@ -95,12 +89,6 @@ class ExperimentalConfig(KGPSConfig):
         metadata={
             "help": "If set, Q takes this constant value every round, whatever the policy update was: the paper's "
             "'fixed Q' ablation. Leave unset for the update-coupled Q.",
-            CHECK: Real(
-                minimum=0.0,
-                maximum=MAX_LOGIT_VARIANCE,
-                optional=True,
-                fix="use a non-negative logit variance per round, or None for the update-coupled Q",
-            ),
         },
     )
     utility: str = field(
@@ -110,9 +98,44 @@ class ExperimentalConfig(KGPSConfig):
             "method); 'point' scores the posterior mean only, p(1-p) at p = sigmoid(m) (the paper's 'point "
             "estimate' ablation).",
             "choices": list(UTILITIES),
-            CHECK: OneOf(fix="Use 'posterior' (the paper's method) or 'point' (its point-estimate ablation)"),
         },
     )
+
+    def _check_fields(self) -> None:
+        super()._check_fields()
+        if self.objective not in OBJECTIVES:
+            raise refusal("objective", self.objective, f"be one of {OBJECTIVES}", SEE_PRESETS)
+        if self.group_size is not None and not (is_integer(self.group_size) and self.group_size >= 1):
+            raise refusal("group_size", self.group_size, "be an integer >= 1", "use TRL's num_generations, or None")
+        for name, fix in (
+            ("process_noise_adaptation", "use 0 to keep gamma fixed, or a small step size such as 0.05"),
+            ("shared_drift", "use 0 (off) or a share such as 0.1"),
+        ):
+            value = getattr(self, name)
+            if not (is_real(value) and value >= 0):
+                raise refusal(name, value, "be a finite number >= 0.0", fix)
+        if not (is_real(self.process_noise_power) and self.process_noise_power > 0):
+            raise refusal(
+                "process_noise_power",
+                self.process_noise_power,
+                "be a finite number > 0.0",
+                "use 1 (the paper's method) or 2 (its ablation table)",
+            )
+        Q = self.fixed_process_noise
+        if Q is not None and not (is_real(Q) and 0 <= Q <= MAX_LOGIT_VARIANCE):
+            raise refusal(
+                "fixed_process_noise",
+                Q,
+                f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+                "use a non-negative logit variance per round, or None for the update-coupled Q",
+            )
+        if self.utility not in UTILITIES:
+            raise refusal(
+                "utility",
+                self.utility,
+                f"be one of {UTILITIES}",
+                "Use 'posterior' (the paper's method) or 'point' (its point-estimate ablation)",
+            )
 
     def __post_init__(self):
         super().__post_init__()
