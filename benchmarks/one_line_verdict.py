@@ -100,7 +100,7 @@ def headline(runs: dict, regimes=TRUE_COLUMN) -> str:
 
     def short(d):
         mean, se = mean_se(d)
-        return f"{mean:+.3f} ± {se:.3f}".replace("-", "−")
+        return f"{round(mean, 3) + 0.0:+.3f} ± {se:.3f}".replace("-", "−")  # + 0.0: no "−0.000"
 
     lines = ["| minus uniform, same seed | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
     lines.append("|---" * (len(regimes) + 1) + "|")

@@ -53,6 +53,34 @@ def summary(runs: dict, method: str, key: str) -> np.ndarray:
     return np.asarray([runs[method][s]["summary"][key] for s in sorted(runs[method], key=int)], float)
 
 
+def headline(runs: dict) -> str:
+    """The README's table: per optimizer step against DS, the rollouts each spent and DS's capped steps."""
+
+    def short(d):
+        mean, se = mean_se(d)
+        return f"{round(mean, 3) + 0.0:+.3f} ± {se:.3f}".replace("-", "−")
+
+    def thousands(method, g):
+        return f"{summary(runs[g], method, 'rollouts').mean() / 1000:.1f}k"
+
+    lines = [
+        "| seeds 0-9 | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |",
+        "|---" * (len(TRUE_COLUMN) + 1) + "|",
+    ]
+    finals = [summary(runs[g], DS, "final_heldout_accuracy").mean() for g in TRUE_COLUMN]
+    lines.append("| DS's held-out accuracy after 400 steps | " + " | ".join(f"{f:.3f}" for f in finals) + " |")
+    for method, label in (
+        ("one_line", "the one line minus DS"),
+        ("one_line_ds", "DS on the one line's prompts minus DS"),
+    ):
+        lines.append(f"| {label} | " + " | ".join(short(difference(runs[g], method, DS)) for g in TRUE_COLUMN) + " |")
+    row = [" / ".join(thousands(m, g) for m in (DS, "one_line_ds", "one_line")) for g in TRUE_COLUMN]
+    lines.append("| rollouts: DS / DS on the one line's prompts / the one line | " + " | ".join(row) + " |")
+    row = [f"{summary(runs[g], DS, 'capped_steps').mean():.1f}" for g in TRUE_COLUMN]
+    lines.append("| DS's steps capped at 10 rounds, per run | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def dynamic_sampling(runs: dict) -> tuple[list[str], list[str]]:
     """The tables and the goals not met."""
     lines, shortfalls = [], []

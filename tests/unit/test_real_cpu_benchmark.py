@@ -439,6 +439,7 @@ def test_the_committed_rollouts_verdict_is_what_its_runs_give():
     committed = (root / verdict.RESULTS / "rollouts_verdict.md").read_text()
     assert "\n".join(tables) in committed
     assert all(f"- {shortfall}" in committed for shortfall in shortfalls)
+    assert verdict.headline(runs) in (root / "README.md").read_text()
     for regime in verdict.TRUE_COLUMN:  # seeds 0-9 for dynamic sampling and the one line
         assert all(len(runs[regime][m]) == 10 for m in ("uniform_ds", "one_line_ds", "one_line"))
 
