@@ -1,9 +1,17 @@
 """
 Does this environment reproduce the committed results? One run — uniform, seed 0, the `base` regime, its whole 400
-steps — compared snapshot by snapshot with the committed curve of the same run, plus the fingerprints of the data
-and the warm start, and the packages that differ from the committed environment.
+steps, at the learning rate and schedule the results file records — compared snapshot by snapshot with the committed
+curve of the same run, plus the fingerprints of the data and the warm start, and the packages that differ from the
+committed environment.
+
+The default file is the reference run at 1e-4 (`results/lr_1e-4/real_cpu.json`), where environments agree: the same
+warm start trained by AVX2 instead of AVX-512 kernels moved the curve by at most 0.0013. At the suite's tuned rates
+the trajectory is chaotic across library versions (the oldest versions `pyproject.toml` declares moved `base`'s
+uniform seed 0 by up to 0.057 mid-run, 0.004 at the end), so those runs reproduce exactly only in the environment
+their files record; `--check benchmarks/results/real_cpu.json` compares there.
 """
 
+import dataclasses
 import json
 import os
 
@@ -30,7 +38,13 @@ def check(results_path: str, threads: int = 1) -> tuple[bool, str]:
     with open(results_path) as f:
         committed = json.load(f)
     setting = settings.build(settings.REGIMES[REGIME])
-    mine = curves(runner.run(setting, METHOD, int(SEED)))
+    recorded = committed["regimes"][REGIME]["regime"]
+    regime = dataclasses.replace(
+        setting.regime,
+        learning_rate=recorded["learning_rate"],
+        lr_scheduler_type=recorded.get("lr_scheduler_type", "linear"),
+    )
+    mine = curves(runner.run(settings.with_regime(setting, regime), METHOD, int(SEED)))
     return compare(committed, mine, setting.fingerprint(), environment(threads))
 
 
@@ -53,7 +67,8 @@ def compare(committed: dict, mine: dict, fingerprint: dict, here: dict) -> tuple
     gap = np.abs(a - b)
     worst = int(gap.argmax())
     lines.append(
-        f"{METHOD}, seed {SEED}, regime {REGIME}: held-out accuracy {a[0]:.4f} -> {a[-1]:.4f} here, "
+        f"{METHOD}, seed {SEED}, regime {REGIME} at learning rate {entry['regime']['learning_rate']:g}: held-out "
+        f"accuracy {a[0]:.4f} -> {a[-1]:.4f} here, "
         f"{b[0]:.4f} -> {b[-1]:.4f} committed; "
         + (
             f"largest difference {gap.max():.4f} at step {mine['steps'][worst]} (tolerance {TOLERANCE})"
@@ -84,4 +99,5 @@ def compare(committed: dict, mine: dict, fingerprint: dict, here: dict) -> tuple
 
 
 def default_results() -> str:
-    return os.path.join(os.path.dirname(settings.HERE), "results", "real_cpu.json")
+    """The reference run's results file (see the module docstring)."""
+    return os.path.join(os.path.dirname(settings.HERE), "results", "lr_1e-4", "real_cpu.json")

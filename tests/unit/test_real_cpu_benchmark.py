@@ -281,7 +281,13 @@ def test_the_one_line_sees_a_users_columns_and_finds_the_level_never_the_answer_
 def _committed(curve, fingerprint, packages):
     return {
         "environment": {"packages": packages, "python": "3.11.7", "cpu": "a CPU", "cpu_capability": "AVX512"},
-        "regimes": {"base": {"fingerprint": fingerprint, "runs": {"uniform": {"0": {"heldout_accuracy": curve}}}}},
+        "regimes": {
+            "base": {
+                "regime": {"learning_rate": 1e-4},
+                "fingerprint": fingerprint,
+                "runs": {"uniform": {"0": {"heldout_accuracy": curve}}},
+            }
+        },
     }
 
 
