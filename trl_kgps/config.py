@@ -92,8 +92,6 @@ class KGPSConfig:
       `quadrature_points`-point Gauss–Hermite.
 
     Parameters:
-        > The filter (each field's full help is its `--help` text)
-
         gamma (`float`, *optional*, defaults to `0.1`):
             Process-noise scale: \\(Q = \gamma \lVert\Delta\theta\rVert_2\\) is added to every logit variance after
             each policy update. In `[0, 1e12]`.
@@ -114,18 +112,12 @@ class KGPSConfig:
             Step size of the online estimate of the residual prior variance; 0 keeps `initial_variance`.
         quadrature_points (`int`, *optional*, defaults to `5`):
             Gauss-Hermite nodes of the posterior utility. In `[2, 100]`.
-
-        > The draw
-
         selection (`str`, *optional*, defaults to `"sample"`):
             `"sample"` draws in proportion to the scores; `"top"` takes the best (the paper).
         selection_temperature (`float`, *optional*, defaults to `1.0`):
-            With `"sample"`: draws in proportion to score ** (1 / temperature). Positive.
+            With `"sample"`: draws in proportion to score^(1 / temperature). Positive.
         candidates (`float`, *optional*, defaults to `0.0`):
             Candidates per batch as a multiple of the batch size; 0 chooses among all prompts. 0 or at least 1.
-
-        > The trainer's side
-
         success_reward (`str` or `None`, *optional*, defaults to `None`):
             The reward function whose value decides success; `None`: the weighted sum of all of them.
         success_threshold (`float`, *optional*, defaults to `0.5`):
