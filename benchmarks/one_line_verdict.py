@@ -78,6 +78,12 @@ def mean_se(d: np.ndarray) -> tuple[float, float]:
     return float(d.mean()), float(d.std() / np.sqrt(max(d.size - 1, 1)))
 
 
+def short_cell(d: np.ndarray) -> str:
+    """`mean ± SE` to three decimals with a typographic minus, as the docs' tables print it."""
+    mean, se = mean_se(d)
+    return f"{round(mean, 3) + 0.0:+.3f} ± {se:.3f}".replace("-", "−")  # + 0.0: no "−0.000"
+
+
 def cell(d: np.ndarray) -> str:
     mean, se = mean_se(d)
     return f"{mean:+.4f} ± {se:.4f} ({d.size})"
@@ -97,16 +103,11 @@ HEADLINE = {
 
 def headline(runs: dict, regimes=TRUE_COLUMN) -> str:
     """The headline table: final held-out accuracy minus uniform's on the same seed, mean ± SE over the seeds."""
-
-    def short(d):
-        mean, se = mean_se(d)
-        return f"{round(mean, 3) + 0.0:+.3f} ± {se:.3f}".replace("-", "−")  # + 0.0: no "−0.000"
-
     lines = ["| minus uniform, same seed | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
     lines.append("|---" * (len(regimes) + 1) + "|")
     for method, label in HEADLINE.items():
         lines.append(
-            f"| {label} | " + " | ".join(short(difference(runs[r], method, "uniform")) for r in regimes) + " |"
+            f"| {label} | " + " | ".join(short_cell(difference(runs[r], method, "uniform")) for r in regimes) + " |"
         )
     return "\n".join(lines)
 

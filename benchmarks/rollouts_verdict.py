@@ -30,7 +30,16 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.one_line_verdict import RESULTS, TRUE_COLUMN, cell, difference, load, mean_se, paths  # noqa: E402
+from benchmarks.one_line_verdict import (  # noqa: E402
+    RESULTS,
+    TRUE_COLUMN,
+    cell,
+    difference,
+    load,
+    mean_se,
+    paths,
+    short_cell,
+)
 from benchmarks.realcpu.report import plot  # noqa: E402
 
 
@@ -56,10 +65,6 @@ def summary(runs: dict, method: str, key: str) -> np.ndarray:
 def headline(runs: dict) -> str:
     """The README's table: per optimizer step against DS, the rollouts each spent and DS's capped steps."""
 
-    def short(d):
-        mean, se = mean_se(d)
-        return f"{round(mean, 3) + 0.0:+.3f} ± {se:.3f}".replace("-", "−")
-
     def thousands(method, g):
         return f"{summary(runs[g], method, 'rollouts').mean() / 1000:.1f}k"
 
@@ -73,7 +78,9 @@ def headline(runs: dict) -> str:
         ("one_line", "the one line minus DS"),
         ("one_line_ds", "DS on the one line's prompts minus DS"),
     ):
-        lines.append(f"| {label} | " + " | ".join(short(difference(runs[g], method, DS)) for g in TRUE_COLUMN) + " |")
+        lines.append(
+            f"| {label} | " + " | ".join(short_cell(difference(runs[g], method, DS)) for g in TRUE_COLUMN) + " |"
+        )
     row = [" / ".join(thousands(m, g) for m in (DS, "one_line_ds", "one_line")) for g in TRUE_COLUMN]
     lines.append("| rollouts: DS / DS on the one line's prompts / the one line | " + " | ".join(row) + " |")
     row = [f"{summary(runs[g], DS, 'capped_steps').mean():.1f}" for g in TRUE_COLUMN]
