@@ -22,8 +22,9 @@ know what no real selector can:
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
   `uniform_ds3`, `one_line_ds3` the same with rounds of `3B` prompts, as DAPO's recipe generates;
-- `one_line_x2`, `one_line_long`: `KGPSCallback()` trained 2 or 3 times the regime's steps (`LONGER`), each a run of
-  its own length (warmup steps as the regime's, then its schedule over all of its steps): what the one line reaches
+  `uniform_ds_half` is `uniform_ds` trained half the regime's steps, a run of its own length (`RUN_LENGTH`);
+- `one_line_x2`, `one_line_long`: `KGPSCallback()` trained 2 or 3 times the regime's steps (`RUN_LENGTH`), each a run
+  of its own length (warmup steps as the regime's, then its schedule over all of its steps): what the one line reaches
   with the rollouts dynamic sampling spends, read at each run's end;
 - `ds`: dynamic sampling emulated outside the trainer (it screens candidates, then trains on a fresh group of each);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
@@ -68,21 +69,22 @@ ONE_LINE = {"one_line": ("prompt", "answer", "level"), "one_line_no_metadata": (
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
 DYNAMIC_SAMPLING = {
     "uniform_ds": "uniform", "one_line_ds": "one_line", "uniform_ds3": "uniform", "one_line_ds3": "one_line",
+    "uniform_ds_half": "uniform",
 }  # fmt: skip
 # Its rounds' prompts, in batches of `B` (1 unless named here).
 ROUNDS_OF = {"uniform_ds3": 3, "one_line_ds3": 3}
-# A method trained a multiple of the regime's steps: its base method and the multiple.
-LONGER = {"one_line_x2": ("one_line", 2), "one_line_long": ("one_line", 3)}
+# A method trained a multiple of the regime's steps, each a run of its own length: its base method and the multiple.
+RUN_LENGTH = {"one_line_x2": ("one_line", 2), "one_line_long": ("one_line", 3), "uniform_ds_half": ("uniform", 0.5)}
 
 
 def base_method(method: str) -> str:
     """The method whose selector and dataset `method` uses: `one_line` for `one_line_ds` and `one_line_long`."""
-    return DYNAMIC_SAMPLING.get(method) or LONGER.get(method, (None,))[0] or method
+    return DYNAMIC_SAMPLING.get(method) or RUN_LENGTH.get(method, (None,))[0] or method
 
 
 def steps(method: str, regime) -> int:
-    """The optimizer steps `method` trains in `regime`: the regime's, times `LONGER`'s multiple."""
-    return regime.steps * LONGER.get(method, (None, 1))[1]
+    """The optimizer steps `method` trains in `regime`: the regime's, times `RUN_LENGTH`'s multiple."""
+    return round(regime.steps * RUN_LENGTH.get(method, (None, 1))[1])
 
 
 def dataset_for(method: str, train):
@@ -95,7 +97,7 @@ def dataset_for(method: str, train):
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
-    "ds", *DYNAMIC_SAMPLING, *LONGER, *DPS_RECIPES, *AHEAD,
+    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_duplicates", "oracle_wide")
