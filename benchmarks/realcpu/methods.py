@@ -11,11 +11,11 @@ know what no real selector can:
 - `oracle_level`: each difficulty level's current mean chance of a mixed group, nothing per prompt (what shared
   structure alone is worth);
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn;
-- `oracle_duplicates`, `oracle_wide`: the per-prompt truth deciding how many rollouts each prompt gets, with the
-  step's rollouts unchanged (`ALLOCATION`): the `B` groups of a batch drawn one at a time, a prompt drawn again in
-  proportion to what one more group adds to its chance of a mixed group (`duplicated_batch`: several groups of one
-  prompt, each its own baseline), or half as many prompts with groups twice as large (`B/2 x 2G`, drawn as `oracle`
-  draws for groups of `2G`);
+- `oracle_sizes`, `oracle_wide`: the per-prompt truth deciding how many rollouts each prompt gets, with the step's
+  rollouts unchanged: `oracle_sizes` chooses `oracle`'s prompts and gives each a group of 0, 2, 4, 8 or 16, chosen
+  greedily by what the rollouts add to its chance of a mixed group, one baseline over the group
+  (`realcpu.allocation`); `oracle_wide`
+  trains half as many prompts with groups twice as large (`B/2 x 2G`, drawn as `oracle` draws for groups of `2G`);
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone);
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
@@ -41,6 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks.realcpu import allocation
 from trl_kgps import KGPSConfig
 from trl_kgps.adapters.dataset_columns import selector_for
 from trl_kgps.demo.simulator import oracle_batch
@@ -100,10 +101,9 @@ OTHERS = (
     "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
-ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_duplicates", "oracle_wide")
-# The oracles that decide how many rollouts each prompt gets, and by what factor they scale the group size `G` (the
-# prompts a step then holds scale by its inverse, the step's rollouts stay the same).
-ALLOCATION = {"oracle_duplicates": 1, "oracle_wide": 2}
+ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")
+# The oracle that trains half the prompts with groups twice as large (the step's rollouts stay the same).
+WIDE = {"oracle_wide": 2}
 BASELINE = "uniform"
 # The columns a KGPS configuration can read as its feature, named `<variant>:<column>` (`variant_config`): the
 # dataset's `level`, as `trl-kgps train` does (the suite's `kgps` is the default with it, `kgps_global` the default
@@ -113,8 +113,12 @@ FEATURE_COLUMNS = ("level", "embedding")
 
 
 def num_generations(method: str, regime) -> int:
-    """`G`, the completions per prompt `method` trains with in `regime`: the regime's, scaled by `ALLOCATION`."""
-    return regime.num_generations * ALLOCATION.get(method.partition("@")[0], 1)
+    """
+    `G`, the completions per group `method` trains with in `regime`: the regime's, scaled by `WIDE`; `oracle_sizes`
+    trains groups of `allocation.UNIT`, several to a prompt.
+    """
+    name = method.partition("@")[0]
+    return allocation.UNIT if name == "oracle_sizes" else regime.num_generations * WIDE.get(name, 1)
 
 
 def known(method: str) -> bool:
@@ -160,7 +164,9 @@ class Oracle(_BenchmarkSelector):
     `u` and gives it to every prompt of the level: what knowing the shared structure, and nothing per prompt, is
     worth. `rule="proportional"` draws `B` distinct prompts in proportion to `u` (the training distribution of DAPO's
     dynamic sampling without its screening rollouts); `rule="greedy"` takes the `B` largest, ties in random order;
-    `rule="duplicates"` draws `B` groups that may repeat a prompt (`duplicated_batch`).
+    `rule="sizes"` draws the `batch_size * UNIT / G` prompts the step's rollouts give (`batch_size` is counted in
+    groups of `allocation.UNIT`) as `"proportional"` does, gives them group sizes (`allocation.group_sizes`) and
+    returns each once per unit of its size.
     """
 
     def __init__(
@@ -173,9 +179,9 @@ class Oracle(_BenchmarkSelector):
         rule: str = "proportional",
         levels=None,
     ):
-        if refresh < 1 or rule not in ("proportional", "greedy", "duplicates"):
+        if refresh < 1 or rule not in ("proportional", "greedy", "sizes"):
             raise ValueError(
-                f"Oracle(refresh={refresh}, rule={rule!r}): refresh >= 1, rule proportional, greedy or duplicates."
+                f"Oracle(refresh={refresh}, rule={rule!r}): refresh >= 1, rule proportional, greedy or sizes."
             )
         self.num_prompts, self.truth, self.group_size, self.refresh, self.rule = (
             num_prompts, truth, group_size, refresh, rule
@@ -191,8 +197,12 @@ class Oracle(_BenchmarkSelector):
         if self.selections % self.refresh == 0:
             self.p = np.asarray(self.truth(), float)
         self.selections += 1
-        if self.rule == "duplicates":
-            return duplicated_batch(self.known_success(), self.group_size, batch_size, self.rng, exclude)
+        if self.rule == "sizes":
+            rollouts = batch_size * allocation.UNIT
+            p, G = self.known_success(), self.group_size
+            chosen = oracle_batch(p, G, rollouts // G, self.rng, False, exclude)
+            sizes = allocation.group_sizes(p[chosen], rollouts, self.rng)
+            return allocation.unit_groups(chosen, sizes)
         return oracle_batch(
             self.known_success(), self.group_size, batch_size, self.rng, self.rule == "greedy", exclude
         )
@@ -218,34 +228,6 @@ class Oracle(_BenchmarkSelector):
     def _level_means(self, values: np.ndarray) -> np.ndarray:
         """The mean of `values` (shape `(N,)`) over each level's prompts, shape `(levels,)`."""
         return np.bincount(self._level_of, values) / np.bincount(self._level_of)
-
-
-def mixed_chance(p: np.ndarray, n) -> np.ndarray:
-    """The chance that `n` rollouts of a prompt of success `p` hold both outcomes, `1 - p^n - (1 - p)^n` (0 for n = 0)."""
-    n = np.asarray(n)
-    return np.where(n > 0, 1 - p**n - (1 - p) ** n, 0.0)
-
-
-def duplicated_batch(p: np.ndarray, G: int, B: int, rng: np.random.Generator, exclude=None) -> np.ndarray:
-    """
-    `B` groups of `G` rollouts over the prompts of success `p` (shape `(N,)`), drawn one at a time: a prompt that
-    holds `m` groups so far is drawn in proportion to what one more group adds to the chance that its rollouts hold
-    both outcomes, `mixed_chance(p, (m + 1) G) - mixed_chance(p, m G)` (for `m = 0`, `oracle`'s weight); never one of
-    `exclude`. Shape `(B,)` int64, a prompt once per group it got, in the order drawn.
-    """
-    groups = np.zeros(p.size, np.int64)
-    allowed = np.ones(p.size, bool)
-    if exclude is not None:
-        allowed[np.asarray(exclude, np.int64)] = False
-    drawn = []
-    for _ in range(B):
-        gain = np.where(allowed, mixed_chance(p, (groups + 1) * G) - mixed_chance(p, groups * G), 0.0)
-        gain = np.maximum(gain, 0.0)
-        weights = gain if gain.sum() > 0 else allowed.astype(float)  # every allowed prompt unanimous for sure
-        index = int(rng.choice(p.size, p=weights / weights.sum()))
-        groups[index] += 1
-        drawn.append(index)
-    return np.asarray(drawn, np.int64)
 
 
 def _rate_with_mixed_chance(u: np.ndarray, G: int) -> np.ndarray:
@@ -357,7 +339,7 @@ def build(method: str, setting, model, seed: int):
     method = base_method(method)
     if method in ONE_LINE:
         return None, KGPSConfig()
-    G = num_generations(method, setting.regime)
+    G = setting.regime.num_generations * WIDE.get(method.partition("@")[0], 1)  # the group the oracles draw for
     config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
     if config is not None:
         return "kgps", config
@@ -377,7 +359,7 @@ def build(method: str, setting, model, seed: int):
     if name in ORACLES:
         truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
         levels = setting.true_levels if name == "oracle_level" else None
-        rule = {"oracle_greedy": "greedy", "oracle_duplicates": "duplicates"}.get(name, "proportional")
+        rule = {"oracle_greedy": "greedy", "oracle_sizes": "sizes"}.get(name, "proportional")
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
     if method in ("uniform", "mopps", "greso", "dps"):
         return method, KGPSConfig()

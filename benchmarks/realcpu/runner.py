@@ -68,6 +68,10 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         from benchmarks.realcpu.dynamic_sampling import DynamicSamplingTrainer
 
         trainer_class, extra = DynamicSamplingTrainer, dict(kgps=kgps, rounds_of=methods.ROUNDS_OF.get(method, 1))
+    if method.partition("@")[0] == "oracle_sizes":
+        from benchmarks.realcpu.allocation import AllocationTrainer
+
+        trainer_class = AllocationTrainer
     steps = methods.steps(method, regime)
     trainer = None  # the snapshots read the rollouts it generated once it is built
     snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _extra_rollouts(method, kgps, trainer))
@@ -104,7 +108,8 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
     return dict(
         records=snapshots.records,
         wall_s=wall,
-        informative=_mean(logged, "kgps/informative"),
+        # the share of prompts whose rollouts were mixed (`oracle_sizes`: of each prompt's rows together)
+        informative=_mean(logged, "allocation/informative" if "allocation" in method else "kgps/informative"),
         batch_mae=[(r["step"], r["kgps/mae"]) for r in logged if "kgps/mae" in r],
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),

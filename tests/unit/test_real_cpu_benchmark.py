@@ -1,6 +1,7 @@
 """The CPU testbed's own arithmetic (benchmarks/realcpu): the headline metric, the pairing, the power checks, the
 oracles' rules, the environment record and the committed warm start."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
@@ -15,6 +17,8 @@ sys.path.insert(0, str(BENCHMARKS))
 
 from realcpu import methods, report, setting  # noqa: E402
 from realcpu.environment import PACKAGES, describe, environment  # noqa: E402
+
+from benchmarks.realcpu import allocation  # noqa: E402
 
 
 def test_rollouts_to_reach_interpolates_the_first_crossing():
@@ -86,23 +90,55 @@ def test_proportional_oracle_draws_in_proportion_to_the_mixed_group_probability(
     assert set(oracle.select(2, exclude=[0]).tolist()) == {1, 2}  # never a prompt whose group cannot be mixed
 
 
-def test_the_duplicates_oracle_draws_each_group_by_what_it_adds_to_its_prompts_chance_of_a_mixed_group():
-    p, G = np.array([0.5, 0.05, 0.9]), 8
-    u = lambda n: 1 - p**n - (1 - p) ** n  # noqa: E731
-    rng = np.random.default_rng(0)
-    draws = np.array([methods.duplicated_batch(p, G, 2, rng, exclude=[2]) for _ in range(20_000)])
-    assert not (draws == 2).any()
-    # first group: in proportion to u_8, as the oracle draws
-    first = np.bincount(draws[:, 0], minlength=3) / len(draws)
-    np.testing.assert_allclose(first, np.array([u(8)[0], u(8)[1], 0]) / (u(8)[0] + u(8)[1]), atol=0.012)
-    # second group after prompt 0: its second group adds u_16 - u_8 (nearly nothing), prompt 1's first adds u_8
-    after_0 = draws[draws[:, 0] == 0, 1]
-    gain = np.array([u(16)[0] - u(8)[0], u(8)[1]])
-    np.testing.assert_allclose(np.bincount(after_0, minlength=2)[:2] / after_0.size, gain / gain.sum(), atol=0.012)
-    # after prompt 1: its second group adds u_16 - u_8, which for a hard prompt is large (0.22 against 0.99)
-    after_1 = draws[draws[:, 0] == 1, 1]
-    gain = np.array([u(8)[0], u(16)[1] - u(8)[1]])
-    np.testing.assert_allclose(np.bincount(after_1, minlength=2)[:2] / after_1.size, gain / gain.sum(), atol=0.02)
+def _best_sizes(p, rollouts):
+    """The exhaustive optimum: every assignment of sizes in {0, 2, 4, 8, 16} spending `rollouts`, the most mixed."""
+    best = (-1.0, None)
+    for sizes in itertools.product((0, *allocation.SIZES), repeat=len(p)):
+        if sum(sizes) == rollouts:
+            best = max(best, (float(allocation.mixed_chance(p, np.array(sizes)).sum()), sizes), key=lambda b: b[0])
+    return best
+
+
+@pytest.mark.parametrize(
+    "p", [[0.5, 0.05, 1.0, 0.0], [0.5, 0.5, 0.3, 0.1], [0.02, 0.04, 0.97, 0.6], [0.2, 0.8, 0.5, 0.35]]
+)
+@pytest.mark.parametrize("rollouts", [8, 16, 32])
+def test_allocation_spends_the_steps_rollouts_where_they_add_most_chance_of_a_mixed_group(p, rollouts):
+    p = np.array(p)
+    sizes = allocation.group_sizes(p, rollouts, np.random.default_rng(0))
+    assert sizes.sum() == rollouts and set(sizes) <= {0, *allocation.SIZES}
+    best, _ = _best_sizes(p, rollouts)
+    assert allocation.mixed_chance(p, sizes).sum() == pytest.approx(best, abs=1e-12)
+
+
+def test_allocation_by_hand_and_each_prompts_units_adjacent():
+    # per rollout: p = 0.5 adds 0.25 for its pair, 0.1875 for its second pair, 0.029 for 4 more; p = 0.05 adds 0.0475
+    # for its pair, then 0.045: 8 rollouts go 4 and 4; p = 0 and p = 1 can never be mixed
+    p = np.array([0.5, 0.05, 1.0, 0.0])
+    np.testing.assert_array_equal(allocation.group_sizes(p, 8, np.random.default_rng(0)), [4, 4, 0, 0])
+    # 32 rollouts: whatever a doubling adds beats the nothing that p = 0 and p = 1 can ever add
+    np.testing.assert_array_equal(allocation.group_sizes(p, 32, np.random.default_rng(0)), [16, 16, 0, 0])
+    np.testing.assert_array_equal(allocation.unit_groups([7, 3, 5, 9], [4, 0, 2, 8]), [7, 7, 5, 9, 9, 9, 9])
+    with pytest.raises(ValueError, match="multiple of the unit group"):
+        allocation.group_sizes(p, 7, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="do not fit 4 prompts"):
+        allocation.group_sizes(p, 66, np.random.default_rng(0))
+
+
+def test_pooled_advantages_are_grpos_over_groups_of_any_size():
+    from trl.trainer.utils import nanstd
+
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+    ids = torch.tensor([3, 3, 3, 3, 7, 7, 7, 7])  # two groups of 4: GRPOTrainer's own formula is the oracle
+    grouped = rewards.view(2, 4)
+    expected = (grouped - grouped.mean(1, keepdim=True)) / (nanstd(grouped, dim=1).unsqueeze(1) + 1e-4)
+    torch.testing.assert_close(allocation.pooled_advantages(rewards, ids), expected.flatten())
+    ids = torch.tensor([5, 5, 9, 9, 9, 9, 9, 9])  # a pair and a group of 6 (unequal): by hand with numpy
+    r = rewards.numpy()
+    expected = np.concatenate(
+        [(r[:2] - r[:2].mean()) / (r[:2].std(ddof=1) + 1e-4), (r[2:] - r[2:].mean()) / (r[2:].std(ddof=1) + 1e-4)]
+    )
+    np.testing.assert_allclose(allocation.pooled_advantages(rewards, ids).numpy(), expected, rtol=1e-6)
 
 
 def test_the_wide_oracle_draws_half_the_prompts_for_groups_twice_as_large():
@@ -110,8 +146,10 @@ def test_the_wide_oracle_draws_half_the_prompts_for_groups_twice_as_large():
     fake = type("Setting", (), {"regime": regime, "train": [0] * 8, "true_levels": None})()
     oracle, _ = methods.build("oracle_wide", fake, model=None, seed=0)
     assert oracle.group_size == 2 * regime.num_generations and oracle.rule == "proportional"
-    oracle, _ = methods.build("oracle_duplicates", fake, model=None, seed=0)
-    assert oracle.group_size == regime.num_generations and oracle.rule == "duplicates"
+    oracle, _ = methods.build("oracle_sizes", fake, model=None, seed=0)
+    # it draws the prompts as `oracle` draws for groups of G, and the trainer's groups are its units
+    assert oracle.group_size == regime.num_generations and methods.num_generations("oracle_sizes", regime) == 2
+    assert oracle.rule == "sizes"
 
 
 def test_level_oracle_knows_each_levels_mean_chance_of_a_mixed_group_and_nothing_per_prompt():
