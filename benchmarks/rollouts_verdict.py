@@ -40,7 +40,7 @@ from benchmarks.one_line_verdict import (  # noqa: E402
     paths,
     short_cell,
 )
-from benchmarks.realcpu.report import plot  # noqa: E402
+from benchmarks.realcpu.report import paired, plot, rollouts_to_reach  # noqa: E402
 
 
 FILES = ("dynamic_sampling_0_4/real_cpu.json", "dynamic_sampling_5_9/real_cpu.json")
@@ -49,6 +49,34 @@ HELD_BACK = 5
 # The paper's claim: at or above DS after the same steps, with at most this share of DS's rollouts.
 ROLLOUT_SHARE = 0.30
 PLOTTED = ("uniform", "uniform_ds", "one_line", "one_line_ds")
+
+# DS at multiples of each regime's tuned rate (`real_cpu.py --lr_scale`, seeds 0-2): its effective step is larger
+# than uniform's, so its best rate is found apart. The one line's at half and twice the rate are the sensitivity runs.
+DS_RATES = {
+    0.71: "ds_learning_rate/x0.71/real_cpu.json",
+    1.0: "dynamic_sampling_0_4/real_cpu.json",
+    1.41: "ds_learning_rate/x1.41/real_cpu.json",
+    2.0: "ds_learning_rate/x2/real_cpu.json",
+}
+ONE_LINE_RATES = {
+    0.5: "lr_sensitivity/half/real_cpu.json",
+    1.0: "real_cpu.json",
+    2.0: "lr_sensitivity/double/real_cpu.json",
+}
+TUNING_SEEDS = ("0", "1", "2")
+# Runs of their own length (warmup, then the schedule over all of their steps), read at their ends: the one line at
+# 1, 2 and 3 times the regime's steps, DS at a half and at 1 times.
+OWN_LENGTH = {"one_line": ("one_line", "one_line_x2", "one_line_long"), DS: ("uniform_ds_half", DS)}
+PER_ROLLOUT_FILES = ("per_rollout_0_4/real_cpu.json", "per_rollout_5_9/real_cpu.json")
+# DS with rounds of 3B prompts, as DAPO's recipe generates.
+ROUNDS_OF_3B_FILES = ("dynamic_sampling_3B_0_4/real_cpu.json", "dynamic_sampling_3B_5_9/real_cpu.json")
+# The allocation ceiling (`oracle_sizes`) against the oracle's selection alone, where informative prompts are scarce.
+ALLOCATION_FILE = "allocation/real_cpu.json"
+ALLOCATION_REGIMES = ("groups_of_4", "out_of_reach", "mostly_solved")
+# Allocation enters the library only if its ceiling reaches uniform's final with this share of the oracle's rollouts
+# or less, in at least `ALLOCATION_REGIMES_NEEDED` regimes.
+ALLOCATION_SHARE = 0.90
+ALLOCATION_REGIMES_NEEDED = 2
 
 
 def rollout_share(runs: dict, method: str, target: str = DS) -> np.ndarray:
@@ -140,6 +168,165 @@ def dynamic_sampling(runs: dict) -> tuple[list[str], list[str]]:
     return lines, shortfalls
 
 
+def finals(runs: dict, method: str, seeds=TUNING_SEEDS) -> np.ndarray:
+    """The final held-out accuracy of `method`'s runs on `seeds`, in that order (every seed must have run)."""
+    return np.asarray([runs[method][s]["summary"]["final_heldout_accuracy"] for s in seeds], float)
+
+
+def best_rates(by_scale: dict, method: str, regime: str) -> tuple[float, np.ndarray]:
+    """The multiple of the tuned rate at which `method` ends best on the tuning seeds, and its finals there."""
+    scored = {
+        scale: finals(runs[regime], method) for scale, runs in by_scale.items() if method in runs.get(regime, {})
+    }
+    best = max(scored, key=lambda scale: scored[scale].mean())
+    return best, scored[best]
+
+
+def ds_learning_rate(ds_by_scale: dict, line_by_scale: dict) -> list[str]:
+    """DS's final accuracy at each multiple of the tuned rate (seeds 0-2), and the one line against DS at its best."""
+    header = "| seeds 0-2 | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |"
+    lines = [header, "|---" * (len(TRUE_COLUMN) + 1) + "|"]
+    best = {regime: best_rates(ds_by_scale, DS, regime) for regime in TRUE_COLUMN}
+    for scale, runs in ds_by_scale.items():
+        row = []
+        for regime in TRUE_COLUMN:
+            text = f"{finals(runs[regime], DS).mean():.4f}"
+            row.append(f"**{text}**" if best[regime][0] == scale else text)
+        lines.append(f"| {DS} at {scale:g}x the tuned rate | " + " | ".join(row) + " |")
+    row = [cell(finals(line_by_scale[1.0][r], "one_line") - best[r][1]) for r in TRUE_COLUMN]
+    lines.append(f"| the one line at the tuned rate minus {DS} at its best | " + " | ".join(row) + " |")
+    row = []
+    for regime in TRUE_COLUMN:
+        scale, line = best_rates(line_by_scale, "one_line", regime)
+        row.append(f"{cell(line - best[regime][1])} at {scale:g}x")
+    lines.append(f"| the one line at its best (0.5, 1, 2x) minus {DS} at its best | " + " | ".join(row) + " |")
+    return lines
+
+
+def final_point(run: dict) -> tuple[float, float]:
+    """A run's rollouts and final held-out accuracy."""
+    return float(run["rollouts"][-1]), float(run["heldout_accuracy"][-1])
+
+
+def own_length_curve(runs: dict, method: str, seed: str) -> tuple[np.ndarray, np.ndarray]:
+    """`method`'s runs of their own length on `seed` (`OWN_LENGTH`), as final accuracy against rollouts, sorted."""
+    points = sorted(final_point(runs[m][seed]) for m in OWN_LENGTH[method] if seed in runs.get(m, {}))
+    return np.array([p[0] for p in points]), np.array([p[1] for p in points])
+
+
+def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
+    """
+    Per rollout, from runs of their own length: the rollouts the one line needs to reach DS's final accuracy (the
+    one line's final accuracy against its rollouts, over its runs of 1, 2 and 3 times the steps, linearly
+    interpolated), as a share of DS's; and the one line at the rollouts of DS's half-length run, minus that run.
+    """
+    header = "| | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |"
+    lines, shortfalls = [header, "|---" * (len(TRUE_COLUMN) + 1) + "|"], []
+    for method, multiples in (("one_line", "1, 2, 3"), (DS, "1/2, 1")):
+        row = []
+        for regime in TRUE_COLUMN:
+            cells = []
+            for m in OWN_LENGTH[method]:
+                seeds = sorted(runs[regime].get(m, {}), key=int)
+                points = np.array([final_point(runs[regime][m][s]) for s in seeds])
+                cells.append(f"{points[:, 1].mean():.3f} at {points[:, 0].mean() / 1000:.1f}k")
+            row.append(", ".join(cells))
+        lines.append(f"| {method}, runs of {multiples} x the steps: final at rollouts | " + " | ".join(row) + " |")
+    shares, halves = [], []
+    for regime in TRUE_COLUMN:
+        seeds = sorted(
+            (s for s in runs[regime][DS] if all(s in runs[regime].get(m, {}) for m in OWN_LENGTH["one_line"])), key=int
+        )
+        needed, beyond = [], 0
+        for seed in seeds:
+            x, y = own_length_curve(runs[regime], "one_line", seed)
+            spent, target = final_point(runs[regime][DS][seed])
+            reach = rollouts_to_reach(x, y, target)
+            if np.isfinite(reach):
+                needed.append(reach / spent)
+            else:
+                beyond += 1
+        share = np.asarray(needed)
+        text = f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} %" if share.size else "-"
+        shares.append(text + (f", beyond 3x on {beyond} of {len(seeds)}" if beyond else "") + f" ({len(seeds)})")
+        if beyond or share.mean() > ROLLOUT_SHARE:
+            shortfalls.append(
+                f"per rollout in `{regime}`: the one line reaches DS's final with {shares[-1]} of DS's rollouts "
+                f"(goal at most {100 * ROLLOUT_SHARE:.0f} %)"
+            )
+        half = [
+            np.interp(
+                final_point(runs[regime]["uniform_ds_half"][s])[0], *own_length_curve(runs[regime], "one_line", s)
+            )
+            - final_point(runs[regime]["uniform_ds_half"][s])[1]
+            for s in seeds
+            if s in runs[regime].get("uniform_ds_half", {})
+        ]
+        halves.append(cell(np.asarray(half)))
+    lines.append(
+        f"| rollouts the one line needs to reach {DS}'s final, share of {DS}'s | " + " | ".join(shares) + " |"
+    )
+    lines.append(
+        "| the one line at the rollouts of DS's half-length run, minus that run | " + " | ".join(halves) + " |"
+    )
+    return lines, shortfalls
+
+
+def rounds_of_3b(runs: dict) -> list[str]:
+    """DS with rounds of 3B prompts (DAPO's recipe) beside DS with rounds of B, per optimizer step."""
+    header = "| | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |"
+    lines = [header, "|---" * (len(TRUE_COLUMN) + 1) + "|"]
+    for method, baseline in (
+        ("uniform_ds3", DS),
+        ("one_line", "uniform_ds3"),
+        ("one_line_ds3", "uniform_ds3"),
+        ("one_line_ds3", "one_line_ds"),
+    ):
+        row = [cell(difference(runs[g], method, baseline)) for g in TRUE_COLUMN]
+        lines.append(f"| {method} minus {baseline} | " + " | ".join(row) + " |")
+    for method in (DS, "uniform_ds3", "one_line_ds3"):
+        row = []
+        for g in TRUE_COLUMN:
+            capped = summary(runs[g], method, "capped_steps")
+            row.append(f"{summary(runs[g], method, 'rollouts').mean():,.0f} (capped {capped.mean():.1f})")
+        lines.append(f"| {method}: rollouts (capped steps a run) | " + " | ".join(row) + " |")
+    return lines
+
+
+def allocation(runs: dict) -> tuple[list[str], str]:
+    """
+    The allocation ceiling against the oracle's selection alone in `ALLOCATION_REGIMES`: the rollouts each needs to
+    reach uniform's final accuracy (as a share of uniform's), their ratio paired by seed, and the final accuracies;
+    and the decision it gives.
+    """
+    header = "| seeds 0-9 | " + " | ".join(f"`{r}`" for r in ALLOCATION_REGIMES) + " |"
+    lines = [header, "|---" * (len(ALLOCATION_REGIMES) + 1) + "|"]
+    to_final = {}
+    for method in ("oracle", "oracle_sizes"):
+        row = []
+        for regime in ALLOCATION_REGIMES:
+            pair = paired(runs[regime])[method]
+            to_final[regime, method] = dict(zip(pair["seeds"], pair["rollouts_to_baseline_final"]))
+            share = np.asarray(pair["rollouts_to_baseline_final"], float)
+            row.append(f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})")
+        lines.append(f"| {method}: rollouts to uniform's final, share of uniform's | " + " | ".join(row) + " |")
+    ratios, met = [], 0
+    for regime in ALLOCATION_REGIMES:
+        seeds = [s for s in to_final[regime, "oracle_sizes"] if s in to_final[regime, "oracle"]]
+        ratio = np.asarray([to_final[regime, "oracle_sizes"][s] / to_final[regime, "oracle"][s] for s in seeds])
+        ratios.append(f"{ratio.mean():.3f} ± {mean_se(ratio)[1]:.3f} ({ratio.size})")
+        met += ratio.mean() <= ALLOCATION_SHARE
+    lines.append("| oracle_sizes / oracle, rollouts to uniform's final, same seed | " + " | ".join(ratios) + " |")
+    row = [cell(difference(runs[r], "oracle_sizes", "oracle")) for r in ALLOCATION_REGIMES]
+    lines.append("| oracle_sizes minus oracle, final held-out accuracy | " + " | ".join(row) + " |")
+    decision = (
+        f"the ceiling needs at most {100 * ALLOCATION_SHARE:.0f} % of the oracle's rollouts in {met} of "
+        f"{len(ALLOCATION_REGIMES)} regimes (needed: {ALLOCATION_REGIMES_NEEDED}): allocation "
+        + ("enters the library" if met >= ALLOCATION_REGIMES_NEEDED else "stays out of the library")
+    )
+    return lines, decision
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     default = [os.path.join(RESULTS, f) for f in FILES] + paths()
@@ -153,6 +340,29 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     runs = load([path for path in args.results if os.path.exists(path)])
     tables, shortfalls = dynamic_sampling(runs)
+
+    def found(*names):
+        return [os.path.join(RESULTS, name) for name in names if os.path.exists(os.path.join(RESULTS, name))]
+
+    sections = []
+    if found(DS_RATES[2.0]):
+        ds_by_scale = {scale: load(found(path)) for scale, path in DS_RATES.items()}
+        line_by_scale = {scale: load(found(path)) for scale, path in ONE_LINE_RATES.items()}
+        sections += ["", "## DS at its own best learning rate", "", *ds_learning_rate(ds_by_scale, line_by_scale)]
+    if found(*ROUNDS_OF_3B_FILES):
+        three = load(found(*ROUNDS_OF_3B_FILES) + [path for path in args.results if os.path.exists(path)])
+        sections += ["", "## DS with rounds of 3B prompts (DAPO's recipe), per optimizer step", ""]
+        sections += rounds_of_3b(three)
+    if found(*PER_ROLLOUT_FILES):
+        own = load(found(*PER_ROLLOUT_FILES) + [path for path in args.results if os.path.exists(path)])
+        rows, short = per_rollout(own)
+        sections += ["", "## Per rollout, from runs of their own length", "", *rows]
+        shortfalls += short
+    if found(ALLOCATION_FILE):
+        rows, decision = allocation(
+            load(found(ALLOCATION_FILE) + [path for path in args.results if os.path.exists(path)])
+        )
+        sections += ["", "## The allocation ceiling", "", *rows, "", f"Decision: {decision}."]
     text = "\n".join(
         [
             "# The one line against dynamic sampling, seeds 0-9, at each regime's tuned learning rate",
@@ -161,6 +371,7 @@ def main(argv=None) -> int:
             "`python benchmarks/rollouts_verdict.py`.",
             "",
             *tables,
+            *sections,
             "",
             "## Goals not met",
             "",
