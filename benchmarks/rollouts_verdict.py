@@ -247,8 +247,11 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
             else:
                 beyond += 1
         share = np.asarray(needed)
-        text = f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} %" if share.size else "-"
-        shares.append(text + (f", beyond 3x on {beyond} of {len(seeds)}" if beyond else "") + f" ({len(seeds)})")
+        if beyond:
+            reached = f"{100 * share.mean():.0f} % on {share.size}" if share.size else "never"
+            shares.append(f"{reached}; beyond its 3x run on {beyond} of {len(seeds)} seeds")
+        else:
+            shares.append(f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})")
         if beyond or share.mean() > ROLLOUT_SHARE:
             shortfalls.append(
                 f"per rollout in `{regime}`: the one line reaches DS's final with {shares[-1]} of DS's rollouts "

@@ -47,8 +47,11 @@ SHARED_ALTERNATIVES = {
     "adaptive_q": {"process_noise_adaptation": 0.05},
     "fixed_residual": {"residual_adaptation": 0.0},
     "fast_residual": {"residual_adaptation": 0.2},
+    "gamma_0.03": {"gamma": 0.03},
+    "gamma_0.3": {"gamma": 0.3},
     "gamma_1": {"gamma": 1.0},
     "gamma_3": {"gamma": 3.0},
+    "flat": {"selection_temperature": 2.0},
     "fast_adaptive_q": {"process_noise_adaptation": 0.2},
 }
 
