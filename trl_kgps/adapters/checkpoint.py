@@ -125,7 +125,7 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
     if "config" not in state or not isinstance(selector, KGPSSelector):
         return
     try:
-        saved = _method(KGPSSelector.init_arguments(state)["config"])
+        saved = _method(type(selector).init_arguments(state)["config"])
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
     current = _method(selector.config)

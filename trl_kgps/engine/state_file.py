@@ -174,8 +174,9 @@ def read_run(
             f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size}"
             + (f" ({batch_formula})" if batch_formula else "")
         )
-    if meta["selector_class"] != type(selector).__name__:
-        raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")
+    saved_class = older_states.selector_class(meta)
+    if saved_class != type(selector).__name__:
+        raise ValueError(f"it holds a {saved_class}, but this run uses {type(selector).__name__}")
     if prompts is not None:
         reason = None if "prompts" not in meta else mismatch(meta["prompts"], prompts, num_prompts)
         if reason is not None:
@@ -278,7 +279,7 @@ def selector_state(
     The `state_dict()` of the `selector_class` a file's `arrays` and `meta` hold (read from `location`); a
     `ValueError` naming the right class if it holds another.
     """
-    name = meta.get("selector_class")
+    name = older_states.selector_class(meta)
     if name != selector_class.__name__:
         raise ValueError(
             f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "
