@@ -100,7 +100,7 @@ class EngineLog(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         engine, service = self.kgps.engine, self.kgps.adapter.service
         self.loaded = snapshot(engine)
-        choose, observe, predict, hand = engine.choose, engine.observe, engine.predict, service.choose
+        choose, observe, predict, hand = engine.ledger.choose, engine.observe, engine.predict, service.choose
 
         def spy_choose():
             batch = choose()
@@ -120,7 +120,8 @@ class EngineLog(TrainerCallback):
             self.handed.append(indices)
             return batch_id, indices
 
-        engine.choose, engine.observe, engine.predict, service.choose = spy_choose, spy_observe, spy_predict, spy_hand
+        engine.ledger.choose, engine.observe, engine.predict = spy_choose, spy_observe, spy_predict
+        service.choose = spy_hand
 
 
 def snapshot(engine):
@@ -157,7 +158,7 @@ def replay(engine, ops):
     """Feeds `ops` to `engine`; every choice must be the logged one."""
     for op in ops:
         if op[0] == "choose":
-            np.testing.assert_array_equal(engine.choose(), op[1])
+            np.testing.assert_array_equal(engine.ledger.choose(), op[1])
         elif op[0] == "observe":
             # batches finish in any order: the record is named, as the selection service names it
             chosen = next(p for p in engine.ledger.pending if np.array_equal(p.indices, op[1]))
@@ -346,9 +347,8 @@ def test_groups_of_zero_advantage_never_reach_the_optimizer_and_still_reach_the_
 
 
 def saved_state(directory, engine):
-    selector_state, rounds_state = _state_file.read_run(
-        os.path.join(directory, _state_file.STATE_FILE), engine.selector, B
-    )
+    path = os.path.join(directory, _state_file.STATE_FILE)
+    selector_state, rounds_state = _state_file.read_run(path, *_state_file.load(path), engine.selector, B)
     return selector_state, rounds_state
 
 
@@ -376,7 +376,7 @@ def test_resume_restores_the_state_saved_and_hands_out_its_pending_batches_first
     # ... and continues from there: its state is the saved one fed its own operations.
     restored = fresh_engine(selector, dataset)
     restored.selector.load_state_dict(saved[0])
-    restored.load_state_dict(saved[1])
+    restored.ledger.load_state_dict(saved[1])
     assert_same_state(snapshot(resumed.engine), snapshot(replay(restored, resumed_log.ops)))
     # TRL's own rollout state carries the model version across the resume.
     with open(checkpoint / "rollout_state.json") as f:

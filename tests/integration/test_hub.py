@@ -11,7 +11,7 @@ from harness import build_model, train
 
 from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table, load_selector
 from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector
-from trl_kgps.selectors.experimental import ExperimentalConfig
+from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
 
 pytest.importorskip("trl")
@@ -178,7 +178,7 @@ def test_an_unreachable_repo_names_the_repo_and_the_local_alternative(tmp_path, 
 @pytest.mark.parametrize(
     "selector",
     [
-        KGPSSelector(NUM_PROMPTS, ExperimentalConfig(gamma=0.3, utility="point"), seed=5),
+        ExperimentalSelector(NUM_PROMPTS, ExperimentalConfig(gamma=0.3, utility="point"), seed=5),
         MoPPSSelector(NUM_PROMPTS, decay=0.9, candidate_ratio=2.0, target=0.4, decay_to_prior=False, seed=5),
         GRESOSelector(NUM_PROMPTS, target_zero_variance=0.5, step=0.02, seed=5),
         UniformSelector(NUM_PROMPTS, seed=5),

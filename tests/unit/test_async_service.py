@@ -20,7 +20,7 @@ G, B = 4, 3
 
 def service(version=lambda: 0, num_prompts=12):
     engine = SelectionEngine(KGPSSelector(num_prompts, KGPSConfig(), seed=0), B)
-    return SelectionService(engine, KGPSConfig(), queue.Queue(), version)
+    return SelectionService(engine, KGPSConfig(), queue.Queue(), version, G)
 
 
 def rewards(successes):

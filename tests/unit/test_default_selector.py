@@ -12,7 +12,7 @@ from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.selectors._binomial import posterior_moments, predictive_moments
 from trl_kgps.selectors._draw import CandidatePass, draw, random_candidates, whole_pool_draw
 from trl_kgps.selectors._utility import expected_mixed_group_probability, mixed_group_probability
-from trl_kgps.selectors.experimental import ExperimentalConfig
+from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,9 @@ def test_adaptive_process_noise_grows_when_prompts_drift_faster_than_predicted_a
     def final_gamma(step_size):
         rng = np.random.default_rng(1)
         N, B = 400, 40
-        selector = KGPSSelector(N, ExperimentalConfig(process_noise_adaptation=0.05, gamma=0.1, candidates=0), seed=0)
+        selector = ExperimentalSelector(
+            N, ExperimentalConfig(process_noise_adaptation=0.05, gamma=0.1, candidates=0), seed=0
+        )
         psi = rng.normal(0, 1, N)
         for _ in range(300):
             batch = selector.select(B)
@@ -225,7 +227,7 @@ def test_a_candidate_pass_deals_every_prompt_once_then_starts_another():
 def test_every_rule_returns_distinct_selectable_prompts_and_resumes_bit_for_bit(selection, candidates, candidate_pass):
     rng = np.random.default_rng(5)
     config = ExperimentalConfig(selection=selection, candidates=candidates, candidate_pass=candidate_pass)
-    selector = KGPSSelector(300, config, seed=1)
+    selector = ExperimentalSelector(300, config, seed=1)
     restored = None
 
     def round_(selector, pending, outcomes):
@@ -238,7 +240,7 @@ def test_every_rule_returns_distinct_selectable_prompts_and_resumes_bit_for_bit(
     pending = np.empty(0, dtype=np.int64)
     for _ in range(15):
         pending = round_(selector, pending, rng.binomial(8, 0.3, 16))
-    restored = KGPSSelector.from_state_dict(selector.state_dict())
+    restored = ExperimentalSelector.from_state_dict(selector.state_dict())
     for _ in range(15):
         outcomes = rng.binomial(8, 0.3, 16)
         batch = round_(selector, pending, outcomes)
@@ -249,11 +251,11 @@ def test_every_rule_returns_distinct_selectable_prompts_and_resumes_bit_for_bit(
 
 
 def test_group_size_follows_the_observations_unless_configured():
-    selector = KGPSSelector(5)
+    selector = ExperimentalSelector(5)
     assert selector.group_size == 8
     selector.update([0, 1], [3, 4], [16, 16])
     assert selector.group_size == 16
-    assert KGPSSelector(5, ExperimentalConfig(group_size=4)).group_size == 4
+    assert ExperimentalSelector(5, ExperimentalConfig(group_size=4)).group_size == 4
 
 
 def test_recent_batches_match_a_brute_force_count_over_the_window():
@@ -271,7 +273,7 @@ def test_recent_batches_match_a_brute_force_count_over_the_window():
 
 
 def test_a_state_with_a_bad_drift_is_refused_and_leaves_the_selector_unchanged():
-    selector = KGPSSelector(10, ExperimentalConfig(shared_drift=0.1, shared_variance=0.0), seed=3)
+    selector = ExperimentalSelector(10, ExperimentalConfig(shared_drift=0.1, shared_variance=0.0), seed=3)
     selector.update([0, 1], [8, 0], [8, 8])
     before = selector.state_dict()
     bad = {**before, "mean": np.full(10, 1.5, dtype=np.float32), "drift": float("nan")}

@@ -7,7 +7,8 @@ import pytest
 from reference import ScalarKGPS
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.selectors.experimental import ExperimentalConfig
+from trl_kgps.selectors import build_selector
+from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
 
 def test_one_update_from_a_known_prior_by_hand():
@@ -59,10 +60,12 @@ def test_variance_grows_by_q_without_observations():
 
 def test_process_noise_variants():
     assert KGPSSelector(1, KGPSConfig.paper(gamma=0.2)).process_noise(3.0) == pytest.approx(0.6)
-    assert KGPSSelector(1, ExperimentalConfig.paper(gamma=0.2, process_noise_power=2)).process_noise(
+    assert ExperimentalSelector(1, ExperimentalConfig.paper(gamma=0.2, process_noise_power=2)).process_noise(
         [1.0, 2.0]
     ) == pytest.approx(1.0)
-    assert KGPSSelector(1, ExperimentalConfig.paper(fixed_process_noise=0.03)).process_noise([5.0, 7.0]) == 0.03
+    assert (
+        ExperimentalSelector(1, ExperimentalConfig.paper(fixed_process_noise=0.03)).process_noise([5.0, 7.0]) == 0.03
+    )
 
 
 def test_zero_trials_leave_a_prompt_unchanged():
@@ -113,7 +116,7 @@ def test_initialize_resets_the_variance_after_predictions():
 )
 def test_vectorised_filter_matches_a_scalar_loop(config, scalar_kwargs, rng):
     N = 300
-    selector, scalar = KGPSSelector(N, config), ScalarKGPS(N, **scalar_kwargs)
+    selector, scalar = build_selector("kgps", N, config), ScalarKGPS(N, **scalar_kwargs)
     k0 = rng.integers(1, 17, N)
     s0 = rng.binomial(k0, rng.uniform(size=N))
     selector.initialize(np.arange(N), s0, k0)

@@ -176,7 +176,7 @@ def test_a_process_noise_past_the_largest_logit_variance_is_refused_before_any_b
 
     selector = KGPSSelector(12, KGPSConfig(gamma=1e12), seed=0)
     engine = SelectionEngine(selector, 3)
-    batch = engine.choose()
+    batch = engine.ledger.choose()
     engine.observe(batch, np.array([1, 2, 3]), np.array([4, 4, 4]))
     before = selector.state_dict()
     with pytest.raises(ValueError, match=r"Q = 2e\+12 for an update norm of 2, is above 1e\+12.*Lower gamma"):

@@ -102,13 +102,13 @@ def test_a_state_with_the_prompt_column_digest_only_is_checked_by_it_and_read_wi
     sampler = KGPSRepeatSampler(range(4), mini_repeat_count=2, batch_size=2, selector=selector)
     path = state_file.write(tmp_path, selector, sampler.state_dict(), legacy)
     with caplog.at_level(logging.WARNING, logger="trl_kgps"):
-        state_file.read_run(path, selector, 2, prompts_digest(rows.select([1, 0, 2, 3])))
+        state_file.read_run(path, *state_file.load(path), selector, 2, prompts_digest(rows.select([1, 0, 2, 3])))
     lines = [
         r.getMessage() for r in caplog.records if "records the digest of its prompt column only" in r.getMessage()
     ]
     assert len(lines) == 1 and "\n" not in lines[0]
     with pytest.raises(ValueError, match="its 4 prompts are this run's in another order"):
-        state_file.read_run(path, selector, 2, prompts_digest(rows.select([2, 0, 1, 3])))
+        state_file.read_run(path, *state_file.load(path), selector, 2, prompts_digest(rows.select([2, 0, 1, 3])))
 
 
 def test_same_rows_are_the_same_object_or_the_same_rows_in_the_same_order():

@@ -5,11 +5,12 @@ import pytest
 from scipy import stats
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors import build_selector
 from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
 def warmed_up(N, rng, config=None, seed=0, k=8):
-    selector = KGPSSelector(N, config or KGPSConfig.paper(), seed=seed)
+    selector = build_selector("kgps", N, config or KGPSConfig.paper(), seed=seed)
     selector.initialize(np.arange(N), rng.binomial(k, rng.uniform(size=N)), np.full(N, k))
     return selector
 
@@ -68,7 +69,7 @@ def test_incremental_ranking_returns_what_rescoring_everything_returns(config, r
     N, B = 5000, 64
 
     def confident(seed):
-        selector = KGPSSelector(N, config, seed=seed)
+        selector = build_selector("kgps", N, config, seed=seed)
         observations = np.random.default_rng(seed)
         for _ in range(3):
             selector.initialize(np.arange(N), observations.binomial(64, observations.uniform(size=N)), np.full(N, 64))
@@ -77,7 +78,7 @@ def test_incremental_ranking_returns_what_rescoring_everything_returns(config, r
 
     incremental, rescoring = confident(7), confident(7)
     for _ in range(80):
-        fresh = KGPSSelector(N, config)
+        fresh = build_selector("kgps", N, config)
         fresh.load_state_dict(rescoring.state_dict())
         rescoring = fresh
         a, b = incremental.select(B), rescoring.select(B)

@@ -1,9 +1,11 @@
+import dataclasses
 import pickle
 
 import numpy as np
 import pytest
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector, experimental
 
 
 def busy_selector(seed=0, N=400):
@@ -62,3 +64,43 @@ def test_shapes_and_dtypes():
     assert selector.predicted_success().shape == (50,)
     assert selector.predicted_success([3, 4]).shape == (2,)
     assert selector.select(7).dtype == np.int64
+
+
+def _as_version_3(selector) -> dict:
+    """The state trl-kgps 0.3 wrote for `selector`: version 3, every selector's state holding the pass, gamma's
+    calibration and the group size last seen, and naming its config class."""
+    extra = {"pass_order": np.empty(0, np.int64), "pass_position": 0, "gamma_scale": 1.0, "group_size_seen": 8}
+    return {
+        **extra,
+        **selector.state_dict(),
+        "version": 3,
+        "config": dataclasses.asdict(experimental(selector.config)),
+        "config_class": type(selector.config).__name__,
+    }
+
+
+def test_a_version_3_state_loads_into_the_selector_of_its_config(tmp_path):
+    from trl_kgps import load_selector
+    from trl_kgps.engine import state_file
+
+    plain = busy_selector()
+    restored = KGPSSelector.from_state_dict(_as_version_3(plain))
+    np.testing.assert_array_equal(continue_run(restored), continue_run(busy_selector()))
+    # a variant's: an ExperimentalSelector, recorded by 0.3 as a KGPSSelector of an ExperimentalConfig
+    variant = ExperimentalSelector(400, ExperimentalConfig(candidate_pass=True, candidates=4.0), seed=2)
+    continue_run(variant, rounds=3)
+    state = {**_as_version_3(variant), **variant.state_dict(), "version": 3, "config_class": "ExperimentalConfig"}
+    with pytest.raises(ValueError, match="experimental variant.*load it with.*ExperimentalSelector"):
+        KGPSSelector.from_state_dict(state)
+    arrays, meta = state_file.pack_selector(state)
+    state_file.save(str(tmp_path / "kgps_state.npz"), arrays, {"selector": meta, "selector_class": "KGPSSelector"})
+    loaded = load_selector(tmp_path)
+    assert type(loaded) is ExperimentalSelector and loaded.config == variant.config
+    np.testing.assert_array_equal(continue_run(loaded), continue_run(variant))
+
+
+def test_a_kgps_selector_refuses_an_experimental_config_naming_the_class_that_reads_it():
+    with pytest.raises(TypeError, match=r"fields \['candidate_pass'.*build .*ExperimentalSelector"):
+        KGPSSelector(10, ExperimentalConfig())
+    # and the state of a KGPSSelector holds nothing of the variants
+    assert not {"pass_order", "gamma_scale", "group_size_seen", "config_class"} & KGPSSelector(10).state_dict().keys()

@@ -9,7 +9,7 @@ from scipy import integrate, special
 
 from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.selectors._utility import UTILITY_MAX_RISE_PER_VARIANCE, Utility
-from trl_kgps.selectors.experimental import ExperimentalConfig
+from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
 
 def utility(mean, variance, points=5):
@@ -109,6 +109,6 @@ def test_selector_scores_use_the_configured_utility():
     selector.initialize([0, 1, 2], [0, 4, 8], [8, 8, 8])
     m = [math.log(1 / 15), 0.0, math.log(15)]
     np.testing.assert_allclose(selector.scores(), [gauss_hermite_utility(v, 2.0) for v in m], rtol=2e-6)
-    point = KGPSSelector(3, ExperimentalConfig.paper(utility="point"))
+    point = ExperimentalSelector(3, ExperimentalConfig.paper(utility="point"))
     point.initialize([0, 1, 2], [0, 4, 8], [8, 8, 8])
     np.testing.assert_allclose(point.scores(), [sigmoid(v) * sigmoid(-v) for v in m], rtol=2e-6)

@@ -64,6 +64,7 @@ class SelectionService:
         config (`KGPSConfig`): the success rule's settings.
         metrics_queue: the worker's metrics queue, which the trainer's `log()` drains into its logs.
         model_version (`Callable[[], int]`): the version the trainer serves now.
+        group_size (`int`): `G`, the completions the worker generates per prompt (the adapter's `group_size`).
         drop_zero_advantage (`bool`): whether the worker keeps groups of zero advantage from the optimizer, whose
             share each batch's metrics then give (`kgps/zero_advantage_dropped`).
     """
@@ -74,9 +75,11 @@ class SelectionService:
         config: Any,
         metrics_queue: Any,
         model_version: Any,
+        group_size: int,
         drop_zero_advantage: bool = False,
     ):
         self.engine = engine
+        self.group_size = group_size
         self.drop_zero_advantage = drop_zero_advantage
         self.config = config
         self.metrics_queue = metrics_queue
@@ -163,7 +166,7 @@ class SelectionService:
             ledger = self.engine.ledger
             pending = next((p for p in ledger.pending if p.handed_as is None), None)
             if pending is None:
-                self.engine.choose()
+                self.engine.ledger.choose()
                 pending = ledger.pending[-1]
             pending.hand_out(self.next_batch_id)
             self.next_batch_id += 1
@@ -186,8 +189,7 @@ class SelectionService:
             flight.dropped += bool(dropped)
             if not flight.complete:
                 return
-            G = flight.rewards[0].shape[0]
-            s, k = self.engine.outcomes(np.concatenate(flight.rewards), G)
+            s, k = self.engine.outcomes(np.concatenate(flight.rewards), self.group_size)
             _, metrics = self.engine.observe(flight.indices, s, k, chosen=flight)
             metrics["kgps/version_lag"] = float(self.model_version() - np.mean(flight.versions))
             if self.drop_zero_advantage:
@@ -256,7 +258,7 @@ class AsyncGRPOAdapter(TrainerAdapter):
             * args.gradient_accumulation_steps
             * self.trainer.accelerator.num_processes
         )
-        return max(1, samples // args.num_generations)
+        return max(1, samples // self.group_size)
 
     # The trainer's members ---------------------------------------------------------------------------------------
 
@@ -293,14 +295,14 @@ class AsyncGRPOAdapter(TrainerAdapter):
         then handed the batches pending at the checkpoint first."""
         if self.service is not None:
             with self.service.lock:
-                self.resume(directory, self.engine)
+                self.resume(directory, self.engine.ledger)
             self.service.restart()
 
     def _save_state(self, directory: str) -> None:
         """Writes `directory/kgps_state.npz` (rank 0), the engine as it is between two of its operations."""
         if self.service is not None:
             with self.service.lock:
-                self.save(directory, self.engine)
+                self.save(directory, self.engine.ledger)
 
     def _build(self) -> None:
         """The engine and its service, once; then, for this `train()`, the worker reads from them."""
@@ -329,6 +331,7 @@ class AsyncGRPOAdapter(TrainerAdapter):
                 self.config,
                 worker.metrics_queue,
                 lambda: trainer.model_version,
+                self.group_size,
                 self.owner.drop_zero_advantage,
             )
             async_trl_private.stop_after(worker, self.service.stop)

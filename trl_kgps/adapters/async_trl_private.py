@@ -43,7 +43,7 @@ MODULES = ("async_rollout_worker", "async_grpo_trainer")
 
 
 @dataclasses.dataclass(frozen=True)
-class Relied:
+class UsedMember:
     """
     What KGPS relies on in one member of TRL's asynchronous trainer.
 
@@ -63,25 +63,25 @@ class Relied:
     use: str = ""
 
 
-RELIED_ON = (
-    Relied("_AsyncRolloutLoop.__init__", names=("reward_funcs", "reward_func_names", "dataset", "num_generations",
+USED_MEMBERS = (
+    UsedMember("_AsyncRolloutLoop.__init__", names=("reward_funcs", "reward_func_names", "dataset", "num_generations",
            "_heartbeat_value", "_env_reward_types"), use="KGPS's loop reads these once built"),
-    Relied("_AsyncRolloutLoop._provides_rollout_reward", use="read: whether a rollout reward column follows"),
-    Relied("_AsyncRolloutLoop._repeat_iterator", parameters=(), coroutine=False, use="replaced: KGPS's prompts"),
-    Relied("_AsyncRolloutLoop._generate_loop", names=("_repeat_iterator",), use="reads the prompts KGPS chooses"),
-    Relied("_AsyncRolloutLoop._score_loop", names=("_score_group",), use="scores every group through _score_group"),
-    Relied("_AsyncRolloutLoop._score_group", parameters=("group",), coroutine=True, names=("reward_funcs",
+    UsedMember("_AsyncRolloutLoop._provides_rollout_reward", use="read: whether a rollout reward column follows"),
+    UsedMember("_AsyncRolloutLoop._repeat_iterator", parameters=(), coroutine=False, use="replaced: KGPS's prompts"),
+    UsedMember("_AsyncRolloutLoop._generate_loop", names=("_repeat_iterator",), use="reads the prompts KGPS chooses"),
+    UsedMember("_AsyncRolloutLoop._score_loop", names=("_score_group",), use="scores every group through _score_group"),
+    UsedMember("_AsyncRolloutLoop._score_group", parameters=("group",), coroutine=True, names=("reward_funcs",
            "_env_reward_types", "_provides_rollout_reward"), use="wrapped: each group's rewards reach KGPS"),
-    Relied("_child_main", names=("run",), use="builds and runs the loop KGPS hands the worker"),
-    Relied("AsyncRolloutWorker._loop_cls", use="set: the loop class, KGPS's mixed in"),
-    Relied("AsyncRolloutWorker.__init__", names=("_loop_kwargs", "metrics_queue"), use="set: the loop's arguments"),
-    Relied("AsyncRolloutWorker.start", names=("_loop_cls", "_loop_kwargs"), use="starts the child with them"),
-    Relied("AsyncRolloutWorker.stop", parameters=(), use="wrapped: KGPS's service stops after the worker"),
-    Relied("AsyncGRPOTrainer.__init__", names=("rollout_worker", "model_version"), use="read: the worker, the version"),
-    Relied("AsyncGRPOTrainer.log", names=("metrics_queue",), use="drains KGPS's metrics into the logs"),
-    Relied("AsyncGRPOTrainer._sync_weight_merged", names=("model_version",), use="the version KGPS's norms follow"),
-    Relied("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="the version KGPS's norms follow"),
-    Relied("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the worker"),
+    UsedMember("_child_main", names=("run",), use="builds and runs the loop KGPS hands the worker"),
+    UsedMember("AsyncRolloutWorker._loop_cls", use="set: the loop class, KGPS's mixed in"),
+    UsedMember("AsyncRolloutWorker.__init__", names=("_loop_kwargs", "metrics_queue"), use="set: the loop's arguments"),
+    UsedMember("AsyncRolloutWorker.start", names=("_loop_cls", "_loop_kwargs"), use="starts the child with them"),
+    UsedMember("AsyncRolloutWorker.stop", parameters=(), use="wrapped: KGPS's service stops after the worker"),
+    UsedMember("AsyncGRPOTrainer.__init__", names=("rollout_worker", "model_version"), use="read: the worker, the version"),
+    UsedMember("AsyncGRPOTrainer.log", names=("metrics_queue",), use="drains KGPS's metrics into the logs"),
+    UsedMember("AsyncGRPOTrainer._sync_weight_merged", names=("model_version",), use="the version KGPS's norms follow"),
+    UsedMember("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="the version KGPS's norms follow"),
+    UsedMember("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the worker"),
 )  # fmt: skip
 # Below this, a sample's advantage is zero: TRL standardizes rewards by their std + 1e-8, so equal rewards give 0 up to
 # float rounding, and rewards that differ give advantages of order 1.
@@ -118,9 +118,9 @@ def _code_names(obj: Any) -> set[str]:
     return names
 
 
-def _differs(relied: Relied) -> str | None:
+def _differs(used: UsedMember) -> str | None:
     """What the installed TRL's member differs in from what KGPS relies on; `None` when it does not."""
-    owner, _, member = relied.path.rpartition(".")
+    owner, _, member = used.path.rpartition(".")
     try:
         value = find(owner or member)
         if owner:
@@ -129,13 +129,13 @@ def _differs(relied: Relied) -> str | None:
         return f"it is missing ({error})"
     if isinstance(value, (staticmethod, classmethod)):
         value = value.__func__
-    if relied.parameters is not None:
+    if used.parameters is not None:
         taken = [p.name for p in inspect.signature(value).parameters.values()][1 if owner else 0 :]
-        if tuple(taken) != relied.parameters:
-            return f"it takes ({', '.join(taken)}), where KGPS relies on ({', '.join(relied.parameters)})"
-    if relied.coroutine is not None and inspect.iscoroutinefunction(value) != relied.coroutine:
-        return f"it is {'not ' * relied.coroutine}an async def"
-    missing = [name for name in relied.names if name not in _code_names(value)]
+        if tuple(taken) != used.parameters:
+            return f"it takes ({', '.join(taken)}), where KGPS relies on ({', '.join(used.parameters)})"
+    if used.coroutine is not None and inspect.iscoroutinefunction(value) != used.coroutine:
+        return f"it is {'not ' * used.coroutine}an async def"
+    missing = [name for name in used.names if name not in _code_names(value)]
     if missing:
         return f"its code no longer names {', '.join(missing)}"
     return None
@@ -144,11 +144,11 @@ def _differs(relied: Relied) -> str | None:
 def check() -> None:
     """
     Raises `RuntimeError` naming the installed TRL, the first member whose signature or code differs from what KGPS
-    relies on (`RELIED_ON`), and how.
+    relies on (`USED_MEMBERS`), and how.
     """
     import trl
 
-    problems = [(relied, why) for relied in RELIED_ON if (why := _differs(relied)) is not None]
+    problems = [(member, why) for member in USED_MEMBERS if (why := _differs(member)) is not None]
     for name, read, use in (
         ("RolloutGroup", GROUP_FIELDS, "read: each scored group"),
         ("RolloutSample", SAMPLE_FIELDS, "read: each sample's advantage"),
@@ -159,12 +159,12 @@ def check() -> None:
             fields = set()
         if not problems and not set(read) <= fields:
             missing = ", ".join(sorted(set(read) - fields))
-            problems.append((Relied(name, use=use), f"it has no field {missing}"))
+            problems.append((UsedMember(name, use=use), f"it has no field {missing}"))
     if problems:
-        relied, why = problems[0]
+        member, why = problems[0]
         raise RuntimeError(
             f"KGPSCallback drives AsyncGRPOTrainer through its private rollout loop, and in the installed TRL "
-            f"{trl.__version__} `{relied.path}` ({relied.use}) has changed: {why}"
+            f"{trl.__version__} `{member.path}` ({member.use}) has changed: {why}"
             f"{f' ({len(problems) - 1} more member(s) changed)' if len(problems) > 1 else ''}. Install a TRL release "
             "the README lists as supported, or use GRPOTrainer, whose public hooks KGPS supports across releases."
         )

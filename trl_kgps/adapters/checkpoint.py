@@ -16,6 +16,7 @@ from ..engine import older_states, state_file
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
 from ..selectors.experimental import EXPERIMENTAL_DEFAULTS, experimental
+from . import trainer_record
 
 
 logger = logging.getLogger(__name__)
@@ -25,8 +26,8 @@ RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", 
 
 
 class Stateful(Protocol):
-    """What a run saves beside its selector: the synchronous `KGPSRepeatSampler` or the asynchronous adapter's
-    `SelectionEngine`, each saving the engine's ledger (`BatchLedger.state_dict`)."""
+    """What a run saves beside its selector: the engine's `BatchLedger`, directly (the asynchronous adapter) or through
+    the synchronous `KGPSRepeatSampler`, which restarts its epoch on load."""
 
     batch_size: int
 
@@ -38,16 +39,16 @@ class Stateful(Protocol):
 def save(
     directory: str,
     selector: PromptSelector,
-    progress: Stateful,
+    ledger: Stateful,
     prompts: dict[str, Any] | None,
     trainer: dict[str, int] | None = None,
 ) -> None:
     """
-    Writes `directory/kgps_state.npz`: the states of the selector and of the run's `progress`, the digest of the
+    Writes `directory/kgps_state.npz`: the states of the selector and of the run's `ledger`, the digest of the
     `prompts` (the train dataset's rows), and the `trainer`'s record: its `global_step`, and the arguments that map its
     steps to generation batches (`gradient_accumulation_steps`, ...), which a resume checks.
     """
-    state_file.write(directory, selector, progress.state_dict(), prompts, trainer)
+    state_file.write(directory, selector, ledger.state_dict(), prompts, trainer)
 
 
 def _resumed_step(directory: str, step: int) -> int:
@@ -66,13 +67,13 @@ def resume(
     directory: str,
     config: KGPSConfig,
     selector: PromptSelector,
-    progress: Stateful,
+    ledger: Stateful,
     prompts: Callable[[], dict[str, Any] | None],
     trainer: dict[str, int] | None = None,
     batch_formula: str = "",
 ) -> None:
     """
-    Restores the state saved in `directory` into `selector` and `progress`, or raises before changing either. A
+    Restores the state saved in `directory` into `selector` and `ledger`, or raises before changing either. A
     missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's rows digest, and
     `trainer` the resuming trainer's record (as `save` takes it), which must match the saved one; `batch_formula` says
     how the trainer sets the prompts of a generation batch.
@@ -84,19 +85,23 @@ def resume(
     if trainer is not None and "global_step" in trainer:
         trainer = {**trainer, "global_step": _resumed_step(directory, trainer["global_step"])}
     try:
-        selector_state, progress_state = state_file.read_run(
-            path, selector, progress.batch_size, prompts(), trainer, batch_formula
+        arrays, meta = state_file.load(path)
+        saved = trainer_record.saved(arrays, meta)
+        trainer_record.check_same_loop(path, saved, trainer or {})
+        selector_state, ledger_state = state_file.read_run(
+            path, arrays, meta, selector, ledger.batch_size, prompts(), batch_formula
         )
-    except (state_file.UnreadableState, state_file.OtherTrainerState):
+        trainer_record.check_same_steps(path, saved, trainer or {})
+    except (state_file.UnreadableState, trainer_record.OtherTrainerState):
         raise  # its message says what to resume from
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
     _check_same_method(path, selector_state, selector, config)
     try:
-        # A dry run on a copy of the selector, then the progress, which checks everything before it changes: a state
+        # A dry run on a copy of the selector, then the ledger, which checks everything before it changes: a state
         # that does not load leaves this run untouched.
         copy.deepcopy(selector).load_state_dict(selector_state)
-        progress.load_state_dict(progress_state)
+        ledger.load_state_dict(ledger_state)
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
     selector.load_state_dict(selector_state)
@@ -125,7 +130,7 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
     if "config" not in state or not isinstance(selector, KGPSSelector):
         return
     try:
-        saved = _method(KGPSSelector.init_arguments(state)["config"])
+        saved = _method(type(selector).init_arguments(state)["config"])
     except (KeyError, ValueError, TypeError) as error:
         raise _does_not_fit(path, error) from None
     current = _method(selector.config)

@@ -116,7 +116,8 @@ class GRPOAdapter(TrainerAdapter):
         self._prompts = None
         if self.selector is None or isinstance(self.selector, str):
             self.selector = self.build_selector(dataset, trl_private.column_readers(trainer))
-        batch_size, G, repeat_count = trl_private.generation_layout(trainer)
+        G = self.group_size
+        batch_size, repeat_count = trl_private.generation_layout(trainer, G)
         self.sampler = KGPSRepeatSampler(
             dataset,
             mini_repeat_count=G,
@@ -188,7 +189,7 @@ class GRPOAdapter(TrainerAdapter):
 
     def _observe(self, rewards_per_func: torch.Tensor, inputs: list[dict[str, Any]]) -> None:
         """Feeds one scored generation batch (rewards of every rank, shape `(B * G, F)`) to the engine."""
-        G = self.sampler.mini_repeat_count
+        G = self.group_size
         device = self.trainer.accelerator.device
         # Every rank's oldest pending batch and its predictions must agree: ranks that chose differently, or whose
         # beliefs diverged, stop here, before any belief changes.

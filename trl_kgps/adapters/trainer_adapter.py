@@ -16,7 +16,7 @@ from ..engine.engine import SelectionEngine
 from ..engine.ledger import BatchLedger
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
-from . import checkpoint
+from . import checkpoint, trainer_record
 from .dataset_columns import Metadata, selector_for, with_metadata
 from .distributed import ParameterDelta
 from .report import add_kgps_section, difficulty_dataset
@@ -113,7 +113,12 @@ class TrainerAdapter(TrainerCallback):
         """Completions scored so far, over all ranks."""
         if self.engine is None:
             return 0
-        return self.ledger.batches_scored * self.engine.batch_size * self.trainer.args.num_generations
+        return self.ledger.batches_scored * self.ledger.batch_size * self.group_size
+
+    @property
+    def group_size(self) -> int:
+        """`G`, the completions of each prompt in a generation batch: the one place KGPS reads `num_generations`."""
+        return self.trainer.args.num_generations
 
     def difficulty_table(self) -> "datasets.Dataset":
         """The run's per-prompt table (`KGPSCallback.difficulty_table`), once training started."""
@@ -144,25 +149,25 @@ class TrainerAdapter(TrainerCallback):
 
     def trainer_record(self) -> dict[str, int]:
         """What a checkpoint records of the trainer and a resume checks: its loop and its `global_step`."""
-        return {state_file.ASYNCHRONOUS: int(self.ASYNCHRONOUS), "global_step": self.trainer.state.global_step}
+        return {trainer_record.ASYNCHRONOUS: int(self.ASYNCHRONOUS), "global_step": self.trainer.state.global_step}
 
-    def resume(self, directory: str, progress: checkpoint.Stateful) -> None:
-        """Restores the state saved in `directory` into the selector and `progress`, or raises before changing
+    def resume(self, directory: str, ledger: checkpoint.Stateful) -> None:
+        """Restores the state saved in `directory` into the selector and `ledger`, or raises before changing
         anything (`checkpoint.resume`)."""
         checkpoint.resume(
             directory,
             self.config,
             self.selector,
-            progress,
+            ledger,
             self.prompts_digest,
             self.trainer_record(),
             batch_formula=self.BATCH_FORMULA,
         )
 
-    def save(self, directory: str, progress: checkpoint.Stateful) -> None:
+    def save(self, directory: str, ledger: checkpoint.Stateful) -> None:
         """Writes `directory/kgps_state.npz` (`checkpoint.save`), or copies the best checkpoint's (`copy_best_state`)."""
         if self.trainer.args.should_save and not self.copy_best_state(directory):
-            checkpoint.save(directory, self.selector, progress, self.prompts_digest(), self.trainer_record())
+            checkpoint.save(directory, self.selector, ledger, self.prompts_digest(), self.trainer_record())
 
     def copy_best_state(self, directory: str) -> bool:
         """

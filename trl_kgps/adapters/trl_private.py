@@ -229,10 +229,9 @@ def input_indices(inputs: list[dict[str, Any]]) -> np.ndarray:
     return np.fromiter((row[INDEX_COLUMN] for row in inputs), dtype=np.int64, count=len(inputs))
 
 
-def generation_layout(trainer: Trainer) -> tuple[int, int, int]:
-    """(prompts per generation batch, completions per prompt, repetitions of each batch), as `RepeatSampler` gets."""
-    G = trainer.num_generations
-    return trainer.args.generation_batch_size // G, G, trainer.num_iterations * trainer.args.steps_per_generation
+def generation_layout(trainer: Trainer, G: int) -> tuple[int, int]:
+    """(prompts per generation batch, repetitions of each batch) for groups of `G`, as `RepeatSampler` gets them."""
+    return trainer.args.generation_batch_size // G, trainer.num_iterations * trainer.args.steps_per_generation
 
 
 def column_readers(trainer: Trainer) -> ColumnReaders:

@@ -3,15 +3,15 @@ The selection engine: what KGPS does in a trainer, with no trainer in it. Both a
 `KGPSCallback` + `KGPSRepeatSampler` (TRL's `GRPOTrainer`, `RLOOTrainer`) and the asynchronous rollout loop
 (`trl_kgps.adapters.async_grpo`, TRL's `AsyncGRPOTrainer`).
 
-Per generation batch of `B` prompts the engine
+Per generation batch of `B` prompts its `ledger` (`BatchLedger`) chooses it (`ledger.choose`) and keeps it pending
+until it is scored, and saves and restores that bookkeeping (`ledger.state_dict`); the engine
 
-1. chooses it (`choose`), and keeps it pending until it is scored;
-2. turns each group's rewards into successes `s` and scored rollouts `k` (`outcomes`, by the `SuccessRule`);
-3. feeds them to the selector (`observe`) and returns the batch's `kgps/*` metrics;
-4. widens every belief for a policy update of norm \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) (`predict`);
+1. turns each group's rewards into successes `s` and scored rollouts `k` (`outcomes`, by the `SuccessRule`);
+2. feeds them to the selector through the ledger (`observe`) and returns the batch's `kgps/*` metrics;
+3. widens every belief for a policy update of norm \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) (`predict`), and
+   returns its metrics.
 
-and saves and restores all of it (`state_dict`, `load_state_dict`). The adapters say where the batches, the rewards
-and the norms come from.
+The adapters say where the batches, the rewards and the norms come from.
 """
 
 import warnings
@@ -79,18 +79,6 @@ class SelectionEngine:
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
 
-    @property
-    def batch_size(self) -> int:
-        return self.ledger.batch_size
-
-    @property
-    def in_warmup(self) -> bool:
-        return self.ledger.in_warmup
-
-    def choose(self) -> np.ndarray:
-        """The next generation batch, `(B,)` int64, now pending."""
-        return self.ledger.choose()
-
     def outcomes(self, rewards_per_func: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
         """
         `(s, k)`, `(groups,)` int64 each, from the rewards of consecutive groups of `group_size` completions:
@@ -139,15 +127,7 @@ class SelectionEngine:
                 (`KGPSSelector.predict`).
         """
         metrics = {"kgps/delta_norm": delta_norm}
-        if not self.in_warmup and hasattr(self.selector, "process_noise"):
+        if not self.ledger.in_warmup and hasattr(self.selector, "process_noise"):
             metrics["kgps/process_noise"] = self.selector.process_noise(delta_norm)
         self.ledger.predict(delta_norm)
         return metrics
-
-    def state_dict(self) -> dict[str, np.ndarray | int]:
-        """The ledger's state (`BatchLedger.state_dict`); the selector saves its own."""
-        return self.ledger.state_dict()
-
-    def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
-        """Restores a `state_dict()`, or raises `ValueError` before changing anything."""
-        self.ledger.load_state_dict(state)

@@ -11,6 +11,9 @@ What each release wrote, and what it lacks:
 - 0.2: version 2, one filter per prompt by default (no shared factor); otherwise as 0.1.
 - 0.3.0.dev: the digest of the `prompt` column alone, a trainer record without its loop, and every field of
   `ExperimentalConfig` with no config class.
+- Version 3 (0.3): every `KGPSSelector` state holds what only the experimental variants use (the candidate pass,
+  gamma's calibration, the group size last seen) and names its config class; a run with an `ExperimentalConfig`
+  recorded its selector as a `KGPSSelector`. Version 4 keeps those in `ExperimentalSelector`'s states alone.
 - Baselines saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without
   `adapt_after_epochs`, `epoch` and `rules` (it continues with the walk it was saved under,
   `GRESOSelector._select_before_rules`).
@@ -28,7 +31,7 @@ DROPPED_IN = "1.0"
 # `KGPSSelector` --------------------------------------------------------------------------------------------------
 
 # The state versions read besides the current one.
-KGPS_STATE_VERSIONS = (1, 2)
+KGPS_STATE_VERSIONS = (1, 2, 3)
 # What a version-1 state lacks, at the values the paper's selector ran with.
 _VERSION_1_DEFAULTS = {
     "pass_order": np.empty(0, dtype=np.int64),
@@ -56,6 +59,49 @@ def kgps_config_fields(state: dict[str, Any]) -> dict[str, Any]:
     if state.get("version") == 2:
         return {"shared_variance": 0.0, **saved}
     return saved
+
+
+# `ExperimentalConfig`'s fields as versions 1 to 3 saved them in every `KGPSSelector` state, at what a `KGPSConfig`
+# ran with.
+_VARIANT_DEFAULTS = {
+    "objective": "variance",
+    "group_size": None,
+    "candidate_pass": False,
+    "process_noise_adaptation": 0.0,
+    "shared_drift": 0.0,
+    "process_noise_power": 1.0,
+    "fixed_process_noise": None,
+    "utility": "posterior",
+}
+
+
+def plain_config_fields(state: dict[str, Any]) -> dict[str, Any]:
+    """
+    `kgps_config_fields` without the experimental fields a state of version 1 to 3 holds at what a `KGPSConfig`
+    runs with; `ValueError` naming `ExperimentalSelector` for a state an experimental variant saved.
+    """
+    fields = dict(kgps_config_fields(state))
+    variant = {name: fields.pop(name) for name in _VARIANT_DEFAULTS.keys() & fields.keys()}
+    if (
+        state.get("config_class") == "ExperimentalConfig"
+        or fields.get("selection") == "thompson"
+        or any(value != _VARIANT_DEFAULTS[name] for name, value in variant.items())
+    ):
+        raise ValueError(
+            "it was saved by an experimental variant of KGPS (an ExperimentalConfig): load it with "
+            "trl_kgps.selectors.experimental.ExperimentalSelector"
+        )
+    return fields
+
+
+def selector_class(meta: dict[str, Any]) -> str | None:
+    """The selector class a state file's `meta` holds: a version 3 `KGPSSelector` of an `ExperimentalConfig` is an
+    `ExperimentalSelector`'s state today."""
+    name = meta.get("selector_class")
+    saved = meta.get("selector", {})
+    if name == "KGPSSelector" and saved.get("version") == 3 and saved.get("config_class") == "ExperimentalConfig":
+        return "ExperimentalSelector"
+    return name
 
 
 def config_hint(state: dict[str, Any]) -> str | None:

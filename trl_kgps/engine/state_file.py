@@ -29,11 +29,7 @@ from .protocol import PromptSelector
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "kgps_state.npz"
-# How TRL's arguments make a generation batch's distinct prompts, which a state records as its `batch_size`.
 FORMAT_VERSION = 2
-# The trainer record's key that says which loop wrote the state: 1 for `AsyncGRPOTrainer`'s, 0 for the others'.
-ASYNCHRONOUS = "asynchronous"
-TRAINERS = {False: "GRPOTrainer (or RLOOTrainer)", True: "AsyncGRPOTrainer"}
 _SELECTOR = "selector."
 # What may name a Hub repo (huggingface_hub's `validate_repo_id`, which `read` does not import for a local path):
 # "name" or "namespace/name" of letters, digits, "_", "-" and ".", neither "--" nor "..", not a ".npz" file name.
@@ -42,13 +38,6 @@ _REPO_ID = re.compile(r"^(?!.*(--|\.\.))(\b[\w\-.]+\b/)?\b[\w\-.]+\b(?<!\.npz)$"
 
 class UnreadableState(ValueError):
     """A state file that is missing, truncated or of another format: its message says what to resume from."""
-
-
-class OtherTrainerState(ValueError):
-    """
-    A state saved at another step of training than the checkpoint resumed, or with other arguments mapping the trainer's
-    steps to generation batches: its message says what to resume with.
-    """
 
 
 def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -118,7 +107,7 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 def write(
     directory: str | os.PathLike[str],
     selector: PromptSelector,
-    sampler_state: dict[str, Any],
+    ledger_state: dict[str, Any],
     prompts: dict[str, Any] | None = None,
     trainer: dict[str, int] | None = None,
 ) -> str:
@@ -130,12 +119,12 @@ def write(
     os.makedirs(directory, exist_ok=True)
     arrays, selector_meta = pack_selector(selector.state_dict())
     meta = {"selector": selector_meta, "selector_class": type(selector).__name__}
-    for key, value in sampler_state.items():
+    for key, value in ledger_state.items():
         if isinstance(value, np.ndarray):
             arrays[key] = value
         else:
             meta[key] = int(value)
-    meta.update(num_prompts=selector.num_prompts, batch_size=int(sampler_state["pending"].shape[1]))
+    meta.update(num_prompts=selector.num_prompts, batch_size=int(ledger_state["pending"].shape[1]))
     if prompts is not None:
         meta["prompts"] = prompts
     if trainer is not None:
@@ -147,23 +136,20 @@ def write(
 
 def read_run(
     path: str,
+    arrays: dict[str, np.ndarray],
+    meta: dict[str, Any],
     selector: PromptSelector,
     batch_size: int,
     prompts: dict[str, Any] | None = None,
-    trainer: dict[str, int] | None = None,
     batch_formula: str = "",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """
-    The selector's and the sampler's states in the file at `path`, checked to fit a run of `selector` (its class and
-    number of prompts) in batches of `batch_size` (which the trainer sets by `batch_formula`, named when they differ)
-    over the rows of digest `prompts`, resumed by a trainer whose record is `trainer` (`write`'s); a `ValueError` says
-    what does not fit, an `OtherTrainerState` what to resume with. A state that records no digest (written before
-    trl-kgps 0.3), or only its `prompt` column's, is read with a warning; one that records no trainer (before
-    trl-kgps 0.3) is not checked against it.
+    The selector's and the sampler's states in a file's `arrays` and `meta` (`load`ed from `path`), checked to fit a
+    run of `selector` (its class and number of prompts) in batches of `batch_size` (set by `batch_formula`, named when
+    they differ) over the rows of digest `prompts`; a `ValueError` says what does not fit. A state that records no
+    digest (written before trl-kgps 0.3), or only its `prompt` column's, is read with a warning. The trainer's record
+    the file holds is the adapter's to check (`adapters.trainer_record`).
     """
-    arrays, meta = load(path)
-    saved_trainer = {ASYNCHRONOUS: int(older_states.saved_asynchronously(arrays)), **(meta.get("trainer") or {})}
-    _check_same_loop(path, saved_trainer, trainer or {})
     num_prompts, saved_batch_size = int(meta["num_prompts"]), int(meta["batch_size"])
     if num_prompts != selector.num_prompts:
         raise ValueError(
@@ -174,8 +160,9 @@ def read_run(
             f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size}"
             + (f" ({batch_formula})" if batch_formula else "")
         )
-    if meta["selector_class"] != type(selector).__name__:
-        raise ValueError(f"it holds a {meta['selector_class']}, but this run uses {type(selector).__name__}")
+    saved_class = older_states.selector_class(meta)
+    if saved_class != type(selector).__name__:
+        raise ValueError(f"it holds a {saved_class}, but this run uses {type(selector).__name__}")
     if prompts is not None:
         reason = None if "prompts" not in meta else mismatch(meta["prompts"], prompts, num_prompts)
         if reason is not None:
@@ -183,47 +170,9 @@ def read_run(
         unchecked = older_states.digest_warning(path, meta.get("prompts"))
         if unchecked is not None:
             logger.warning(unchecked)
-    _check_trainer(path, saved_trainer, trainer or {})
-    sampler_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
-    sampler_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
-    return unpack_selector(arrays, meta), sampler_state
-
-
-def _check_same_loop(path: str, saved: dict[str, int], current: dict[str, int]) -> None:
-    """Raises `OtherTrainerState` if the state at `path` was saved by the other kind of trainer than `current`'s."""
-    if ASYNCHRONOUS not in current or saved[ASYNCHRONOUS] == current[ASYNCHRONOUS]:
-        return
-    source, this = (TRAINERS[bool(record[ASYNCHRONOUS])] for record in (saved, current))
-    raise OtherTrainerState(
-        f"{path} was saved by {source}, and this run is {this}: KGPS's state does not pass from one to the other (the "
-        "synchronous trainers' sampler keeps the epoch's batches, the asynchronous worker's the groups in flight). "
-        f"Resume it with {source}; to go on with {this}, move {STATE_FILE} out of the checkpoint and pass "
-        "KGPSConfig(restart_on_missing_state=True), which starts KGPS afresh from it."
-    )
-
-
-def _check_trainer(path: str, saved: dict[str, int], current: dict[str, int]) -> None:
-    """Raises `OtherTrainerState` unless the trainer records `saved` (in the file at `path`) and `current` agree."""
-    if "global_step" in saved and "global_step" in current and saved["global_step"] != current["global_step"]:
-        raise OtherTrainerState(
-            f"{path} holds KGPS's state at step {saved['global_step']} of training, and this checkpoint resumes the "
-            f"trainer at step {current['global_step']} (its trainer_state.json): the file was written at another step "
-            f"(copied from another checkpoint?), and its beliefs and batches belong to step {saved['global_step']}. "
-            f"Resume from the checkpoint of step {saved['global_step']}, or put back the {STATE_FILE} saved with this "
-            "one."
-        )
-    mapping = [name for name in current if name not in ("global_step", ASYNCHRONOUS)]
-    differ = [name for name in mapping if name in saved and saved[name] != current[name]]
-    if differ:
-        changes = ", ".join(f"{name}={saved[name]} (this run: {current[name]})" for name in differ)
-        fix = ", ".join(f"{name}={saved[name]}" for name in differ)
-        raise OtherTrainerState(
-            f"{path} was saved by a run with {changes}: the trainer maps its steps to generation batches by "
-            f"{', '.join(mapping)}, so with other values it would resume on "
-            f"other batches than those KGPS chose and observed. Resume with {fix}; to change "
-            f"{'it' if len(differ) == 1 else 'them'}, move {STATE_FILE} out of the checkpoint and pass "
-            "KGPSConfig(restart_on_missing_state=True), which starts KGPS afresh from it."
-        )
+    ledger_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
+    ledger_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
+    return unpack_selector(arrays, meta), ledger_state
 
 
 def read(
@@ -278,7 +227,7 @@ def selector_state(
     The `state_dict()` of the `selector_class` a file's `arrays` and `meta` hold (read from `location`); a
     `ValueError` naming the right class if it holds another.
     """
-    name = meta.get("selector_class")
+    name = older_states.selector_class(meta)
     if name != selector_class.__name__:
         raise ValueError(
             f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "

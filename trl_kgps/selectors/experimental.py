@@ -1,14 +1,26 @@
-"""
+r"""
 Not a supported API: the KGPS variants measured and left out of `KGPSConfig`, and the paper's ablations, as fields of
-`ExperimentalConfig`, a `KGPSConfig` with more fields. The benchmarks' named variants (`demo/variants.py`) and the
-paper's ablation table use it; `KGPSSelector` runs either config, and reads each field below at its default for a
-plain `KGPSConfig`. Every result for these variants is in benchmarks/RECORD.md: none beat the default.
+`ExperimentalConfig` (a `KGPSConfig` with more fields) that `ExperimentalSelector` (a `KGPSSelector` with more paths)
+runs. The benchmarks' named variants (`demo/variants.py`) and the paper's ablation table use them; `build_selector`
+builds an `ExperimentalSelector` for an `ExperimentalConfig`. Every result for these variants is in
+benchmarks/RECORD.md: none beat the default.
 """
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
+from ..engine import older_states
+from ._checks import as_delta_norms, check_scalar
+from ._draw import CandidatePass, draw, random_candidates
+from ._ranking import UtilityRanking
+from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
+from .kgps import KGPSSelector
+from .per_prompt import PerPromptFilter
 
 
 OBJECTIVES = ("mixed", "variance")
@@ -160,13 +172,140 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
     return ExperimentalConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
 
 
-def config_from_fields(values: dict) -> KGPSConfig:
-    """The config of these field values: a plain `KGPSConfig` when every added field is absent or at its default."""
-    added = {name: values[name] for name in EXPERIMENTAL_DEFAULTS if name in values}
-    selection_added = values.get("selection") not in (
-        None,
-        *KGPSConfig.__dataclass_fields__["selection"].metadata["choices"],
-    )
-    if selection_added or any(value != EXPERIMENTAL_DEFAULTS[name] for name, value in added.items()):
-        return ExperimentalConfig(**values)
-    return KGPSConfig(**{name: value for name, value in values.items() if name not in EXPERIMENTAL_DEFAULTS})
+# The calibrated gamma stays within this factor of the configured one.
+_MAX_GAMMA_SCALE = 1e3
+# The group size of the 'mixed' objective before the first observation.
+_DEFAULT_GROUP_SIZE = 8
+
+
+class ExperimentalSelector(KGPSSelector):
+    r"""
+    `KGPSSelector` with the variants of `ExperimentalConfig`: Thompson sampling, candidates dealt from passes over the
+    pool, gamma calibrated online from the normalized innovation squared, the pool's mean surprise added to every
+    prompt (`shared_drift`, per-prompt filter only), the 'mixed' objective, and the paper's ablations (the utility
+    at the mean, \\(Q = \gamma \lVert\Delta\theta\rVert^p\\), a fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a
+    `KGPSSelector`, bit for bit. Its state adds the candidate pass, gamma's calibration and the group size last seen.
+
+    Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
+    default).
+    """
+
+    _config_class = ExperimentalConfig
+
+    def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features: Any = None):
+        if config is not None and not isinstance(config, KGPSConfig):
+            raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
+        super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features)
+        self._points = self.config.quadrature_points if self.config.utility == "posterior" else None
+        self._utility = Utility(self._points)
+        self._ranking = UtilityRanking(self._utility)
+        self._pass = CandidatePass(self.num_prompts)
+        self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
+        self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
+
+    def _new_filter(self, features):
+        if self.config.shared_variance > 0:
+            return super()._new_filter(features)
+        config = self.config
+        return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
+
+    def process_noise(self, delta_norm) -> float:
+        r"""\\(Q\\) for the given update norm(s): `fixed_process_noise` if set, else \\(\gamma \sum_s \lVert \Delta\theta_s
+        \rVert^p\\) with gamma's calibration."""
+        norms = as_delta_norms(delta_norm)
+        if self.config.fixed_process_noise is not None:
+            return float(self.config.fixed_process_noise)
+        return float(self.gamma * np.sum(norms**self.config.process_noise_power))
+
+    @property
+    def gamma(self) -> float:
+        """The process-noise scale in use: `config.gamma`, times its calibration when `process_noise_adaptation > 0`."""
+        return self.config.gamma * self._gamma_scale
+
+    @property
+    def group_size(self) -> int:
+        """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
+        return self.config.group_size or self._group_size_seen
+
+    def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
+        r"""`last_nis`, the group size seen and, with `process_noise_adaptation` \\(= \eta > 0\\),
+        \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\)."""
+        super()._observed(nis, k)
+        self._group_size_seen = int(k.max())
+        if self.config.process_noise_adaptation > 0:
+            step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
+            self._gamma_scale = float(
+                np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE)
+            )
+
+    @property
+    def _uses_ranking(self) -> bool:
+        return super()._uses_ranking and self.config.objective == "variance" and self.config.shared_drift == 0
+
+    @property
+    def _score_bound(self) -> float:
+        return 0.25 if self.config.objective == "variance" else 1.0
+
+    def _score(self, indices: np.ndarray) -> np.ndarray:
+        if self.config.objective == "variance":
+            return super()._score(indices)
+        m, P = self._filter.utility_moments(indices)
+        return expected_mixed_group_probability(m, P, self.group_size, self._points)
+
+    def _thompson_score(self, indices: np.ndarray) -> np.ndarray:
+        r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
+        m, P = self._filter.moments(indices)
+        psi = m + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
+        if self.config.objective == "variance":
+            return 1.0 / (2.0 + 2.0 * np.cosh(psi))
+        return mixed_group_probability(psi, self.group_size)
+
+    def _choose(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
+        config = self.config
+        if config.candidates > 0 and config.candidate_pass:
+            pool = self._pass.next(math.ceil(config.candidates * batch_size), excluded, self._rng)
+        elif config.selection == "thompson":
+            pool = self._candidates(batch_size, excluded)
+        else:
+            return super()._choose(batch_size, excluded)
+        if config.selection == "thompson":
+            return draw(pool, self._thompson_score(pool), batch_size, "top", self._rng)
+        return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
+
+    def _candidates(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
+        """`KGPSSelector`'s candidates: drawn at random, or every prompt not excluded with `candidates=0`."""
+        if self.config.candidates > 0:
+            count = math.ceil(self.config.candidates * batch_size)
+            return random_candidates(self.num_prompts, count, excluded, self._rng)
+        return np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            **self._pass.state_dict(),
+            "gamma_scale": self._gamma_scale,
+            "group_size_seen": self._group_size_seen,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """`KGPSSelector.load_state_dict`, and the pass, gamma's calibration and the group size, all checked first."""
+        if not isinstance(state, dict):
+            return super().load_state_dict(state)  # its error
+        extra = older_states.kgps_state(state)
+        gamma_scale = check_scalar("gamma_scale", extra["gamma_scale"])
+        if not 1 / _MAX_GAMMA_SCALE <= gamma_scale <= _MAX_GAMMA_SCALE:
+            raise ValueError(f"state['gamma_scale']={gamma_scale} is outside [1e-3, 1e3]; it is corrupted.")
+        group_size_seen = int(extra["group_size_seen"])
+        if group_size_seen < 1:
+            raise ValueError(
+                f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
+            )
+        candidate_pass = CandidatePass(self.num_prompts)
+        candidate_pass.load_state_dict(extra)
+        super().load_state_dict(state)
+        self._pass, self._gamma_scale, self._group_size_seen = candidate_pass, gamma_scale, group_size_seen
+
+    @classmethod
+    def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
+        config = ExperimentalConfig(**older_states.kgps_config_fields(state))
+        return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}

@@ -1,8 +1,9 @@
 r"""
 The KGPS estimator's public class: a facade over the filter its config picks — `per_prompt.PerPromptFilter` (the
 paper's, `shared_variance=0`) or `shared_filter.SharedFilter` (the default: a factor shared across prompts) — that
-validates every input, selects over the filter's moments (`_utility`, `_ranking`, `_draw`), calibrates the process
-noise, and assembles the state dict. Framework-free (numpy only) and vectorised over all prompts.
+validates every input, selects over the filter's moments (`_utility`, `_ranking`, `_draw`) and assembles the state
+dict. Framework-free (numpy only) and vectorised over all prompts. The variants measured and left out of the default
+subclass it in `experimental.py`.
 """
 
 import dataclasses
@@ -20,22 +21,17 @@ from ._checks import (
     as_index_array,
     as_num_prompts,
     as_observations,
-    check_scalar,
 )
-from ._draw import CandidatePass, draw, random_candidates, whole_pool_draw
+from ._draw import draw, random_candidates, whole_pool_draw
 from ._ranking import UtilityRanking
-from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
+from ._utility import Utility
 from .base import FromPretrainedMixin
-from .experimental import ExperimentalConfig, config_from_fields, experimental
 from .per_prompt import PerPromptFilter, sigmoid
 from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
 
-STATE_VERSION = 3
-# The calibrated gamma stays within this factor of the configured one.
-_MAX_GAMMA_SCALE = 1e3
-_DEFAULT_GROUP_SIZE = 8
+STATE_VERSION = 4
 
 ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
 
@@ -76,7 +72,7 @@ class KGPSSelector(FromPretrainedMixin):
         mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\) (shared part included).
         variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array; shared part included).
         shared (`SharedFactor` or `None`): the factor shared across prompts.
-        gamma (`float`): the process-noise scale in use (calibrated online when `process_noise_adaptation > 0`).
+        gamma (`float`): the process-noise scale in use, `config.gamma`.
         last_nis (`float`): the normalized innovation squared of the latest `update`, averaged over its prompts.
 
     Repeated indices in one `initialize` or `update` call are pooled: their successes and trials are summed into
@@ -94,44 +90,48 @@ class KGPSSelector(FromPretrainedMixin):
     ```
     """
 
+    # The config class whose fields this selector reads.
+    _config_class = KGPSConfig
+
     def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features: Any = None):
         num_prompts = as_num_prompts(num_prompts)
         if config is None:
             config = KGPSConfig()
         elif not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
-        self._variant = experimental(config)  # the experimental fields, at their defaults for a KGPSConfig
+        unread = sorted({f.name for f in dataclasses.fields(config)} - self._config_class.__dataclass_fields__.keys())
+        if unread:
+            raise TypeError(
+                f"{type(config).__name__} has fields {unread} that {type(self).__name__} does not read: build "
+                "trl_kgps.selectors.experimental.ExperimentalSelector for it (build_selector and KGPSCallback do)."
+            )
         self._features_given = features is not None
         if features is not None and config.shared_variance == 0:
             raise ValueError(
                 "features were given, but config.shared_variance is 0, so nothing is shared across prompts: set "
                 "shared_variance > 0 (the default is 1.0), or drop the features."
             )
-        self._filter: PerPromptFilter | SharedFilter
+        self.num_prompts = num_prompts
+        self.config = config
+        self.seed = seed
+        self._filter = self._new_filter(features)
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        self._utility = Utility(config.quadrature_points)
+        self._ranking = UtilityRanking(self._utility)
+        self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
+
+    def _new_filter(self, features: Any) -> PerPromptFilter | SharedFilter:
+        """The filter `self.config` asks for: the shared factor's (`shared_variance > 0`) or one per prompt."""
+        config = self.config
         if config.shared_variance > 0:
-            self._filter = SharedFilter(
-                design(num_prompts, features),
+            return SharedFilter(
+                design(self.num_prompts, features),
                 config.shared_variance,
                 config.initial_variance,
                 config.shared_noise_share,
                 config.residual_adaptation,
             )
-        else:
-            self._filter = PerPromptFilter(
-                num_prompts, config.initial_variance, config.observation, self._variant.shared_drift
-            )
-        self.num_prompts = num_prompts
-        self.config = config
-        self.seed = seed
-        self._rng = np.random.Generator(np.random.PCG64(seed))
-        points = config.quadrature_points if self._variant.utility == "posterior" else None
-        self._points = points
-        self._utility = Utility(points)
-        self._ranking = UtilityRanking(self._utility)
-        self._pass = CandidatePass(num_prompts)
-        self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
-        self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
-        self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
+        return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation)
 
     @property
     def mean(self) -> np.ndarray:
@@ -180,7 +180,7 @@ class KGPSSelector(FromPretrainedMixin):
             delta_norm (`float` or `ArrayLike` of shape `(steps,)`):
                 \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) over the trainable parameters, or one norm per optimizer
                 step since the last round; their variances add, \\(Q = \gamma \sum_s \lVert \Delta\theta_s
-                \rVert_2^p\\). With `fixed_process_noise` set, \\(Q\\) is that constant and the norms are only checked.
+                \rVert_2\\).
         """
         norms = as_delta_norms(delta_norm)
         Q = self.process_noise(norms)
@@ -200,21 +200,12 @@ class KGPSSelector(FromPretrainedMixin):
 
     def process_noise(self, delta_norm: float | ArrayLike) -> float:
         r"""\\(Q\\) for the given update norm(s), without applying it."""
-        if self._variant.fixed_process_noise is not None:
-            as_delta_norms(delta_norm)
-            return float(self._variant.fixed_process_noise)
-        norms = as_delta_norms(delta_norm)
-        return float(self.config.gamma * self._gamma_scale * np.sum(norms**self._variant.process_noise_power))
+        return float(self.gamma * np.sum(as_delta_norms(delta_norm)))
 
     @property
     def gamma(self) -> float:
-        """The process-noise scale in use: `config.gamma`, times its calibration when `process_noise_adaptation > 0`."""
-        return self.config.gamma * self._gamma_scale
-
-    @property
-    def group_size(self) -> int:
-        """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
-        return self._variant.group_size or self._group_size_seen
+        """The process-noise scale in use: `config.gamma`."""
+        return self.config.gamma
 
     def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
@@ -227,9 +218,7 @@ class KGPSSelector(FromPretrainedMixin):
         update on \\(\mathrm{logit}(s/k)\\) (`per_prompt.logit_update` gives its equations).
 
         Either way `last_nis` becomes the batch's normalized innovation squared, the mean over its prompts of
-        \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under the prior; with `process_noise_adaptation` \\(= \eta > 0\\),
-        \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\); with `shared_drift` \\(= \rho > 0\\), every prompt's mean
-        moves by \\(\rho\\) times the batch's mean change \\(\overline{m' - m}\\).
+        \\((s - \mathbb{E}[s])^2 / \mathrm{Var}[s]\\) under the prior.
 
         Args:
             indices (`ArrayLike` of shape `(n,)`): prompt indices.
@@ -244,14 +233,8 @@ class KGPSSelector(FromPretrainedMixin):
         self._rescore(idx)
 
     def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
-        """What an update of the filter tells the selector: `last_nis`, the group size, gamma's calibration."""
+        """What an update of the filter tells the selector: `last_nis` (the NIS of each prompt `nis`, trials `k`)."""
         self.last_nis = float(np.mean(nis))
-        self._group_size_seen = int(k.max())
-        if self._variant.process_noise_adaptation > 0:
-            step = self._variant.process_noise_adaptation * (self.last_nis - 1.0)
-            self._gamma_scale = float(
-                np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE)
-            )
 
     def _rescore(self, indices: np.ndarray) -> None:
         """Keeps the cached ranking's bounds valid for `indices`, whose beliefs just changed."""
@@ -263,9 +246,8 @@ class KGPSSelector(FromPretrainedMixin):
         The utility of every prompt.
 
         Returns:
-            `np.ndarray` of shape `(N,)`, float32: the posterior expectation (Gauss–Hermite) of the objective —
-                the chance \\(1 - p^k - (1-p)^k\\) of a mixed group, in `[0, 1)`, or the paper's \\(p(1-p)\\), in
-                `[0, 0.25]` — or its value at the mean with `utility="point"`.
+            `np.ndarray` of shape `(N,)`, float32: the posterior expectation (Gauss–Hermite) of \\(p(1-p)\\), in
+                `[0, 0.25]`.
         """
         if self._uses_ranking:
             return self._ranking.refresh(self._filter.m, self._filter.P, self._filter.c).copy()
@@ -274,38 +256,27 @@ class KGPSSelector(FromPretrainedMixin):
     @property
     def _uses_ranking(self) -> bool:
         """
-        Whether scores are the paper's, on beliefs that change only where observed (the exact fast top-B): the
-        per-prompt filter only, since an update of the shared part moves every prompt of its group.
+        Whether beliefs change only where observed, so that the exact fast top-B (`_ranking`) holds: the per-prompt
+        filter only, since an update of the shared part moves every prompt of its group.
         """
-        return (
-            isinstance(self._filter, PerPromptFilter)
-            and self._variant.objective == "variance"
-            and self._variant.shared_drift == 0
-        )
+        return isinstance(self._filter, PerPromptFilter)
+
+    # The largest score `_score` can give: `whole_pool_draw`'s rejection bound.
+    _score_bound = 0.25
 
     def _score(self, indices: np.ndarray) -> np.ndarray:
-        """The objective's posterior expectation for `indices` (float64 of shape `(n,)`)."""
+        """The posterior expectation of \\(p(1-p)\\) for `indices` (float64 of shape `(n,)`)."""
         m, P = self._filter.utility_moments(indices)
-        if self._variant.objective == "variance":
-            return self._utility(m, P.astype(np.float32)).astype(np.float64)
-        return expected_mixed_group_probability(m, P, self.group_size, self._points)
-
-    def _thompson_score(self, indices: np.ndarray) -> np.ndarray:
-        r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
-        m, P = self._filter.moments(indices)
-        psi = m + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
-        if self._variant.objective == "variance":
-            return 1.0 / (2.0 + 2.0 * np.cosh(psi))
-        return mixed_group_probability(psi, self.group_size)
+        return self._utility(m, P.astype(np.float32)).astype(np.float64)
 
     def select(self, batch_size: int, exclude: ArrayLike | None = None) -> np.ndarray:
         """
         The next batch: `batch_size` distinct prompts, chosen by `config.selection` among
-        `ceil(config.candidates * batch_size)` candidates — drawn at random, or the next ones of a seeded pass over
-        the pool with `candidate_pass=True` — or among all prompts when `candidates=0`.
+        `ceil(config.candidates * batch_size)` candidates drawn at random, or among all prompts when `candidates=0`.
 
-        With the paper's rule (`selection="top"`, `candidates=0`) these are the prompts of largest utility. Prompts
-        of equal utility are chosen among, and ordered, by the seeded generator, never by their index.
+        With the paper's rule (`selection="top"`, `candidates=0`) these are the prompts of largest utility; by default
+        (`selection="sample"`, `candidates=0`) a draw over the whole pool in proportion to the tempered utility.
+        Prompts of equal utility are chosen among, and ordered, by the seeded generator, never by their index.
 
         Args:
             batch_size (`int`): `B`.
@@ -316,24 +287,28 @@ class KGPSSelector(FromPretrainedMixin):
         """
         excluded = np.unique(as_index_array("exclude", [] if exclude is None else exclude, self.num_prompts))
         batch_size = as_batch_size(batch_size, self.num_prompts - excluded.size)
-        config = self._variant
-        if config.selection == "top" and config.candidates == 0 and self._uses_ranking:
+        return self._choose(batch_size, excluded)
+
+    def _choose(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
+        """`select` on checked arguments: `excluded` sorted and unique, `batch_size` prompts left to choose from."""
+        config = self.config
+        if config.selection == "top" and config.candidates == 0 and self._uses_ranking:  # the paper's, exact fast
             f = self._filter
             return self._ranking.select(f.m, f.P, f.c, batch_size, excluded, self._rng)
-        count = math.ceil(config.candidates * batch_size)
-        if config.candidates > 0 and config.candidate_pass:
-            pool = self._pass.next(count, excluded, self._rng)
-        elif config.candidates > 0:
-            pool = random_candidates(self.num_prompts, count, excluded, self._rng)
-        elif config.selection == "sample":  # exact and in O(B) expected time: see `_draw.whole_pool_draw`
-            bound = 0.25 if config.objective == "variance" else 1.0
+        if config.selection == "sample" and config.candidates == 0:  # the default, in O(B): `_draw.whole_pool_draw`
             return whole_pool_draw(
-                self.num_prompts, self._score, bound, batch_size, excluded, self._rng, config.selection_temperature
+                self.num_prompts,
+                self._score,
+                self._score_bound,
+                batch_size,
+                excluded,
+                self._rng,
+                config.selection_temperature,
             )
+        if config.candidates > 0:
+            pool = random_candidates(self.num_prompts, math.ceil(config.candidates * batch_size), excluded, self._rng)
         else:
             pool = np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
-        if config.selection == "thompson":
-            return draw(pool, self._thompson_score(pool), batch_size, "top", self._rng)
         return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
 
     def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
@@ -367,13 +342,9 @@ class KGPSSelector(FromPretrainedMixin):
             "variance_base": beliefs.pop("variance_base"),
             "variance_offset": beliefs.pop("variance_offset"),
             "rng_state": self._rng.bit_generator.state,
-            **self._pass.state_dict(),
-            "gamma_scale": self._gamma_scale,
-            "group_size_seen": self._group_size_seen,
             "last_nis": self.last_nis,
             **beliefs,
             "config": dataclasses.asdict(self.config),
-            "config_class": type(self.config).__name__,
             "seed": self.seed,
         }
 
@@ -412,28 +383,14 @@ class KGPSSelector(FromPretrainedMixin):
             rng.bit_generator.state = state["rng_state"]
         except (TypeError, ValueError, KeyError) as error:
             raise ValueError(f"state['rng_state'] is not a PCG64 generator state ({error}).") from None
-        gamma_scale = check_scalar("gamma_scale", state["gamma_scale"])
-        if not 1 / _MAX_GAMMA_SCALE <= gamma_scale <= _MAX_GAMMA_SCALE:
-            raise ValueError(f"state['gamma_scale']={gamma_scale} is outside [1e-3, 1e3]; it is corrupted.")
-        group_size_seen = int(state["group_size_seen"])
-        if group_size_seen < 1:
-            raise ValueError(
-                f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
-            )
         last_nis = float(state["last_nis"])  # NaN before the first update
-        candidate_pass = CandidatePass(self.num_prompts)
-        candidate_pass.load_state_dict(state)
         # Everything checked: only now does this selector change.
-        self._filter, self._rng, self._pass = filter_, rng, candidate_pass
-        self._gamma_scale, self._group_size_seen, self.last_nis = gamma_scale, group_size_seen, last_nis
+        self._filter, self._rng, self.last_nis = filter_, rng, last_nis
         self._ranking.invalidate()
 
     @classmethod
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
-        if state.get("config_class") == ExperimentalConfig.__name__:
-            config = ExperimentalConfig(**state["config"])
-        else:
-            config = config_from_fields(older_states.kgps_config_fields(state))
+        config = KGPSConfig(**older_states.plain_config_fields(state))
         return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
 
     def __repr__(self) -> str:

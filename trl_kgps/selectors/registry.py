@@ -4,6 +4,7 @@ from ..config import KGPSConfig
 from ..engine.protocol import PromptSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
+from .experimental import ExperimentalConfig, ExperimentalSelector
 from .kgps import KGPSSelector
 
 
@@ -22,16 +23,17 @@ def build_selector(
 ) -> PromptSelector:
     """
     The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` and `features` (see
-    `KGPSSelector`) only matter to KGPS.
+    `KGPSSelector`) only matter to KGPS, which is an `ExperimentalSelector` for an `ExperimentalConfig`.
     """
     if name not in SELECTORS:
         raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
     if SELECTORS[name] is KGPSSelector:
-        return KGPSSelector(num_prompts, config, seed=seed, features=features)
+        kgps = ExperimentalSelector if isinstance(config, ExperimentalConfig) else KGPSSelector
+        return kgps(num_prompts, config, seed=seed, features=features)
     return SELECTORS[name](num_prompts, seed=seed)
 
 
 def class_named(class_name: str) -> type:
     """The registered class called `class_name` (as a state file records it); `KeyError` if none is."""
-    classes = {cls.__name__: cls for cls in SELECTORS.values()}
+    classes = {cls.__name__: cls for cls in (*SELECTORS.values(), ExperimentalSelector)}
     return classes[class_name]
