@@ -1,7 +1,9 @@
 """
-Run with `torchrun --nproc_per_node 2 resume_two_ranks.py OUT_DIR straight|first|resume lag0|lag1`: an 8-step GRPO
-run with KGPS on two CPU processes, straight through, or stopped after step 4 (checkpoint-4), or resumed from it.
-Each rank writes the batches it chose and its final selector state.
+Run with `torchrun --nproc_per_node 2 resume_two_ranks.py OUT_DIR MODES LAGS`: 8-step GRPO runs with KGPS on two
+CPU processes, for each lag of `LAGS` (comma-separated `lag1`, `lag0`) and each mode of `MODES` (comma-separated, in
+order): `straight` through (in `OUT_DIR/<lag>/straight`), `first`, stopped after step 4 (`checkpoint-4` in
+`OUT_DIR/<lag>/split`), or `resume`d from it, which the test runs in processes of their own. Each rank writes the
+batches it chose and its final selector state.
 """
 
 import json
@@ -24,7 +26,16 @@ from trl_kgps import KGPSConfig  # noqa: E402
 CONFIGS = {"lag1": (6, {}), "lag0": (12, {"steps_per_generation": 2})}
 
 
-def main(out_dir, mode, lag):
+def main(out_root, modes, lags):
+    for lag in lags.split(","):
+        for mode in modes.split(","):
+            out_dir = os.path.join(out_root, lag, "straight" if mode == "straight" else "split")
+            os.makedirs(out_dir, exist_ok=True)
+            run(out_dir, mode, lag)
+    finish()
+
+
+def run(out_dir, mode, lag):
     num_prompts, extra = CONFIGS[lag]
     tokenizer = build_tokenizer(WORDS)
     kgps = SpyKGPS(KGPSConfig())
@@ -47,7 +58,6 @@ def main(out_dir, mode, lag):
     }
     with open(os.path.join(out_dir, f"{mode}.rank{dist.get_rank()}.json"), "w") as f:
         json.dump(result, f)
-    finish()
 
 
 if __name__ == "__main__":

@@ -104,18 +104,20 @@ def test_ranks_with_different_seeds_fail_at_the_first_batch_with_each_ranks_chec
     assert not (tmp_path / "rank0.json").exists()
 
 
+@pytest.fixture(scope="module")
+def resumed_runs(tmp_path_factory):
+    """Both lags straight through and stopped at step 4 in one pair of processes, then resumed in another."""
+    root = tmp_path_factory.mktemp("resume")
+    torchrun("resume_two_ranks.py", str(root), "straight,first", "lag1,lag0", cwd=root)
+    torchrun("resume_two_ranks.py", str(root), "resume", "lag1,lag0", cwd=root)
+    return root
+
+
 @pytest.mark.parametrize("lag", ["lag1", "lag0"])
-def test_two_ranks_resume_exactly(tmp_path, lag):
-    for mode, directory in (
-        ("straight", tmp_path / "straight"),
-        ("first", tmp_path / "split"),
-        ("resume", tmp_path / "split"),
-    ):
-        directory.mkdir(exist_ok=True)
-        torchrun("resume_two_ranks.py", str(directory), mode, lag, cwd=tmp_path)
+def test_two_ranks_resume_exactly(resumed_runs, lag):
     for rank in (0, 1):
         straight, first, resumed = (
-            json.loads((tmp_path / directory / f"{mode}.rank{rank}.json").read_text())
+            json.loads((resumed_runs / lag / directory / f"{mode}.rank{rank}.json").read_text())
             for mode, directory in (("straight", "straight"), ("first", "split"), ("resume", "split"))
         )
         batches = first["batches"] + resumed["batches"]
