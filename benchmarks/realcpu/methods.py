@@ -191,11 +191,13 @@ class Oracle(_BenchmarkSelector):
             _, self._level_of = np.unique(self.levels, return_inverse=True)
         self.rng = np.random.default_rng(seed)
         self.selections = 0
-        self.p = None
+        self.p = self._known = None
 
     def select(self, batch_size: int, exclude=None) -> np.ndarray:
         if self.selections % self.refresh == 0:
-            self.p = np.asarray(self.truth(), float)
+            measured = np.asarray(self.truth(), float)
+            if self.p is None or not np.array_equal(measured, self.p):
+                self.p, self._known = measured, None
         self.selections += 1
         if self.rule == "sizes":
             rollouts = batch_size * allocation.UNIT
@@ -214,9 +216,11 @@ class Oracle(_BenchmarkSelector):
         """
         if self.levels is None:
             return self.p
-        G = self.group_size
-        mixed = 1 - self.p**G - (1 - self.p) ** G
-        return _rate_with_mixed_chance(self._level_means(mixed), G)[self._level_of]
+        if self._known is None:  # once per measurement of the truth
+            G = self.group_size
+            mixed = 1 - self.p**G - (1 - self.p) ** G
+            self._known = _rate_with_mixed_chance(self._level_means(mixed), G)[self._level_of]
+        return self._known
 
     def predicted_success(self, indices=None) -> np.ndarray:
         """What it knows as a success rate: the truth per prompt, or each level's mean success."""
