@@ -232,7 +232,7 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
                 cells.append(f"{points[:, 1].mean():.3f} at {points[:, 0].mean() / 1000:.1f}k")
             row.append(", ".join(cells))
         lines.append(f"| {method}, runs of {multiples} x the steps: final at rollouts | " + " | ".join(row) + " |")
-    shares, halves = [], []
+    shares, halves, kept = [], [], []
     for regime in TRUE_COLUMN:
         seeds = sorted(
             (s for s in runs[regime][DS] if all(s in runs[regime].get(m, {}) for m in OWN_LENGTH["one_line"])), key=int
@@ -266,11 +266,23 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
             if s in runs[regime].get("uniform_ds_half", {})
         ]
         halves.append(cell(np.asarray(half)))
+        filtered = [
+            final_point(runs[regime]["one_line_ds"][s])[1]
+            - np.interp(final_point(runs[regime]["one_line_ds"][s])[0], *own_length_curve(runs[regime], "one_line", s))
+            for s in seeds
+            if s in runs[regime].get("one_line_ds", {})
+        ]
+        kept.append(cell(np.asarray(filtered)))
     lines.append(
         f"| rollouts the one line needs to reach {DS}'s final, share of {DS}'s | " + " | ".join(shares) + " |"
     )
     lines.append(
         "| the one line at the rollouts of DS's half-length run, minus that run | " + " | ".join(halves) + " |"
+    )
+    lines.append(
+        "| one_line_ds minus the one line at one_line_ds's rollouts (the filter per rollout) | "
+        + " | ".join(kept)
+        + " |"
     )
     return lines, shortfalls
 
