@@ -471,6 +471,43 @@ def test_the_rollouts_verdict_pairs_the_rollouts_spent_by_seed():
     np.testing.assert_allclose(verdict.rollout_share(runs, "one_line"), [12_800 / 40_000, 0.5])  # seed order
 
 
+def test_per_rollout_reads_each_run_at_its_end_and_interpolates_between_runs_of_their_own_length():
+    verdict = _rollouts_verdict_module()
+    end = lambda rollouts, accuracy: {"rollouts": [0, rollouts], "heldout_accuracy": [0.3, accuracy]}  # noqa: E731
+    # the one line: 0.60 at 12.8k, 0.66 at 25.6k, 0.68 at 38.4k; DS: 0.62 at 16k (half its steps), 0.65 at 40k
+    regime = {
+        "one_line": {"0": end(12_800, 0.60)},
+        "one_line_x2": {"0": end(25_600, 0.66)},
+        "one_line_long": {"0": end(38_400, 0.68)},
+        "uniform_ds_half": {"0": end(16_000, 0.62)},
+        "uniform_ds": {"0": end(40_000, 0.65)},
+        "one_line_ds": {"0": end(30_000, 0.67)},
+    }
+    x, y = verdict.own_length_curve(regime, "one_line", "0")
+    np.testing.assert_array_equal(x, [12_800, 25_600, 38_400])
+    # DS's final 0.65 is reached 5/6 of the way from 12.8k to 25.6k: 23,466.7 rollouts, 58.7 % of DS's 40k
+    runs = {r: regime for r in verdict.TRUE_COLUMN}
+    rows, shortfalls = verdict.per_rollout(runs)
+    assert "59 ± 0 % (1)" in rows[4] and len(shortfalls) == len(verdict.TRUE_COLUMN)
+    # at DS's half run (16k): the one line interpolates to 0.60 + 0.06 * 3.2 / 12.8 = 0.615, minus 0.62
+    assert "-0.0050 ± 0.0000 (1)" in rows[5]
+    # the filter per rollout: 0.67 minus the one line at 30k, 0.66 + 0.02 * 4.4 / 12.8
+    assert f"{0.67 - (0.66 + 0.02 * 4_400 / 12_800):+.4f}" in rows[6]
+
+
+@pytest.mark.parametrize("sizes_final, enters", [(0.75, True), (0.66, False)])
+def test_allocation_enters_the_library_only_if_its_ceiling_saves_a_tenth_of_the_oracles_rollouts(sizes_final, enters):
+    verdict = _rollouts_verdict_module()
+    curve = lambda final: {"steps": [0, 400], "rollouts": [0, 12_800], "heldout_accuracy": [0.3, final]}  # noqa: E731
+    # uniform ends at 0.6; the oracle reaches it at 12,800 * 0.3 / 0.4 = 9,600 rollouts, the ceiling at 12,800 * 0.3
+    # / 0.45 = 8,533 (0.89 of the oracle's: enters) or at 12,800 * 0.3 / 0.36 = 10,667 (1.11: stays out)
+    regime = {"uniform": {"0": curve(0.6)}, "oracle": {"0": curve(0.7)}, "oracle_sizes": {"0": curve(sizes_final)}}
+    rows, decision = verdict.allocation({r: regime for r in verdict.ALLOCATION_REGIMES})
+    ratio = (0.3 / (sizes_final - 0.3)) / (0.3 / 0.4)
+    assert f"{ratio:.3f} ± 0.000 (1)" in rows[4]
+    assert decision.endswith("enters the library" if enters else "stays out of the library")
+
+
 def test_the_committed_rollouts_verdict_is_what_its_runs_give():
     verdict = _rollouts_verdict_module()
     root = BENCHMARKS.parent
@@ -483,6 +520,15 @@ def test_the_committed_rollouts_verdict_is_what_its_runs_give():
     assert verdict.headline(runs) in (root / "README.md").read_text()
     for regime in verdict.TRUE_COLUMN:  # seeds 0-9 for dynamic sampling and the one line
         assert all(len(runs[regime][m]) == 10 for m in ("uniform_ds", "one_line_ds", "one_line"))
+    # the sections read from runs of their own: per rollout, rounds of 3B, the allocation ceiling
+    results = root / verdict.RESULTS
+    own = verdict.load([str(results / name) for name in verdict.PER_ROLLOUT_FILES] + files)
+    assert "\n".join(verdict.per_rollout(own)[0]) in committed
+    assert all(len(own[regime]["one_line_long"]) == 10 for regime in verdict.TRUE_COLUMN)
+    three = verdict.load([str(results / name) for name in verdict.ROUNDS_OF_3B_FILES] + files)
+    assert "\n".join(verdict.rounds_of_3b(three)) in committed
+    rows, decision = verdict.allocation(verdict.load([str(results / verdict.ALLOCATION_FILE)] + files))
+    assert "\n".join(rows) in committed and decision in committed
 
 
 def _lr_sweep_module():
