@@ -486,7 +486,7 @@ def test_per_rollout_reads_each_run_at_its_end_and_interpolates_between_runs_of_
     x, y = verdict.own_length_curve(regime, "one_line", "0")
     np.testing.assert_array_equal(x, [12_800, 25_600, 38_400])
     # DS's final 0.65 is reached 5/6 of the way from 12.8k to 25.6k: 23,466.7 rollouts, 58.7 % of DS's 40k
-    runs = {r: regime for r in verdict.TRUE_COLUMN}
+    runs = dict.fromkeys(verdict.TRUE_COLUMN, regime)
     rows, shortfalls = verdict.per_rollout(runs)
     assert "59 ± 0 % (1)" in rows[4] and len(shortfalls) == len(verdict.TRUE_COLUMN)
     # at DS's half run (16k): the one line interpolates to 0.60 + 0.06 * 3.2 / 12.8 = 0.615, minus 0.62
@@ -502,7 +502,7 @@ def test_allocation_enters_the_library_only_if_its_ceiling_saves_a_tenth_of_the_
     # uniform ends at 0.6; the oracle reaches it at 12,800 * 0.3 / 0.4 = 9,600 rollouts, the ceiling at 12,800 * 0.3
     # / 0.45 = 8,533 (0.89 of the oracle's: enters) or at 12,800 * 0.3 / 0.36 = 10,667 (1.11: stays out)
     regime = {"uniform": {"0": curve(0.6)}, "oracle": {"0": curve(0.7)}, "oracle_sizes": {"0": curve(sizes_final)}}
-    rows, decision = verdict.allocation({r: regime for r in verdict.ALLOCATION_REGIMES})
+    rows, decision = verdict.allocation(dict.fromkeys(verdict.ALLOCATION_REGIMES, regime))
     ratio = (0.3 / (sizes_final - 0.3)) / (0.3 / 0.4)
     assert f"{ratio:.3f} ± 0.000 (1)" in rows[4]
     assert decision.endswith("enters the library" if enters else "stays out of the library")
