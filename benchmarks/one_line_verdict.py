@@ -265,6 +265,39 @@ SENSITIVITY = {
 }
 
 
+# The one line's defaults re-tuned at the tuned rates, on the tuning seeds: the default reading `level` (`kgps:level`,
+# the one line's configuration) and one field changed each (`real_cpu.py --methods kgps:level,kgps+gamma_0.03:level,...
+# --seeds 0,1,2 --out benchmarks/results/one_line_tuning`).
+TUNING_FILE = "one_line_tuning/real_cpu.json"
+TUNING_SEEDS = 3
+
+
+def tuning(runs: dict) -> list[str]:
+    """
+    Each configuration of `TUNING_FILE` minus the one line (the same seed, seeds 0-2) in every main regime, and the
+    share of the oracle's edge over uniform it keeps.
+    """
+    first = {r: {m: {s: v for s, v in seeds.items() if int(s) < TUNING_SEEDS} for m, seeds in runs[r].items()}
+             for r in TRUE_COLUMN}  # fmt: skip
+    configurations = sorted(m for m in first[TRUE_COLUMN[0]] if m.startswith("kgps"))
+    lines = [
+        "| seeds 0-2, minus the one line | "
+        + " | ".join(f"`{r}`" for r in TRUE_COLUMN)
+        + " | share of the oracle's edge |"
+    ]
+    lines.append("|---" * (len(TRUE_COLUMN) + 2) + "|")
+    for method in configurations:
+        row = [cell(difference(first[r], method, "one_line")) for r in TRUE_COLUMN]
+        shares = [
+            difference(first[r], method, "uniform").mean() / difference(first[r], "oracle", "uniform").mean()
+            for r in TRUE_COLUMN
+        ]
+        lines.append(
+            f"| `{method}` | " + " | ".join(row) + " | " + " / ".join(f"{100 * x:.0f}" for x in shares) + " % |"
+        )
+    return lines
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", nargs="+", default=paths())
@@ -277,6 +310,13 @@ def main(argv=None) -> int:
         if os.path.exists(os.path.join(RESULTS, path))
     }
     robust, fragile = sensitivity(by_scale)
+    tuned = ""
+    if os.path.exists(os.path.join(RESULTS, TUNING_FILE)):
+        tuned = (
+            "\n## Re-tuning the one line at the tuned rates\n\n"
+            + "\n".join(tuning(load([os.path.join(RESULTS, TUNING_FILE)] + args.results)))
+            + "\n"
+        )
     text = (
         "# The one line against its goals, seeds 0-9\n\n"
         "Mean over seeds of the paired difference in final held-out accuracy ± its standard error (number of seeds), "
@@ -284,6 +324,8 @@ def main(argv=None) -> int:
         + tables
         + "\n## Learning-rate sensitivity\n\n"
         + robust
+        + "\n"
+        + tuned
         + "\n\n## Goals not met\n\n"
         + ("\n".join(f"- {s}" for s in shortfalls + fragile) if shortfalls + fragile else "None.")
         + "\n"
