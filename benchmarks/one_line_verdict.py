@@ -279,7 +279,7 @@ def tuning(runs: dict) -> list[str]:
     """
     first = {r: {m: {s: v for s, v in seeds.items() if int(s) < TUNING_SEEDS} for m, seeds in runs[r].items()}
              for r in TRUE_COLUMN}  # fmt: skip
-    configurations = sorted(m for m in first[TRUE_COLUMN[0]] if m.startswith("kgps"))
+    configurations = sorted(m for m in first[TRUE_COLUMN[0]] if m.startswith("kgps") and ":" in m)
     lines = [
         "| seeds 0-2, minus the one line | "
         + " | ".join(f"`{r}`" for r in TRUE_COLUMN)
