@@ -287,6 +287,41 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
     return lines, shortfalls
 
 
+def plot_own_length(runs: dict, path: str) -> None:
+    """
+    Per regime, each method's final held-out accuracy against the rollouts it spent, from runs of their own length
+    (mean over the seeds all of them ran, ± SE): uniform, the one line at 1, 2 and 3 times the steps, DS at 1/2 and 1.
+    """
+    from trl_kgps.demo.plots import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return
+    families = {
+        "uniform": (("uniform",), "black"),
+        "the one line": (OWN_LENGTH["one_line"], "red"),
+        "DS (uniform prompts)": (OWN_LENGTH[DS], "tab:blue"),
+        "DS on the one line's prompts": (("one_line_ds",), "tab:orange"),
+    }
+    fig, axes = plt.subplots(1, len(TRUE_COLUMN), figsize=(4.2 * len(TRUE_COLUMN), 3.6), layout="constrained")
+    for ax, regime in zip(axes, TRUE_COLUMN):
+        for label, (methods, color) in families.items():
+            methods = [m for m in methods if m in runs[regime]]
+            seeds = [s for s in runs[regime][methods[0]] if all(s in runs[regime][m] for m in methods)]
+            points = np.array([[final_point(runs[regime][m][s]) for s in seeds] for m in methods])  # (runs, seeds, 2)
+            se = points[:, :, 1].std(axis=1) / np.sqrt(max(len(seeds) - 1, 1))
+            ax.errorbar(points[:, :, 0].mean(axis=1), points[:, :, 1].mean(axis=1), yerr=se, color=color,
+                        marker="o", label=label, capsize=2)  # fmt: skip
+        ax.set_title(regime, fontsize=9)
+        ax.set_xlabel("rollouts")
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v / 1000:g}k"))
+    axes[0].set_ylabel("final held-out accuracy")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncol=len(families), frameon=False)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def rounds_of_3b(runs: dict) -> list[str]:
     """DS with rounds of 3B prompts (DAPO's recipe) beside DS with rounds of B, per optimizer step."""
     header = "| | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |"
@@ -373,6 +408,7 @@ def main(argv=None) -> int:
         rows, short = per_rollout(own)
         sections += ["", "## Per rollout, from runs of their own length", "", *rows]
         shortfalls += short
+        plot_own_length(own, os.path.join(os.path.dirname(args.plot), "rollouts_own_length.png"))
     if found(ALLOCATION_FILE):
         rows, decision = allocation(
             load(found(ALLOCATION_FILE) + [path for path in args.results if os.path.exists(path)])
