@@ -6,7 +6,7 @@ its standard error (SE = std / sqrt(n - 1), numpy's std).
 
 ```bash
 python benchmarks/rollouts_verdict.py     # the committed runs below; writes benchmarks/results/rollouts_verdict.md
-                                          # and rollouts_accuracy_vs_rollouts.png
+                                          # rollouts_accuracy_vs_rollouts.png and rollouts_own_length.png
 ```
 
 - `uniform_ds` and `one_line_ds`: DS in the trainer (`benchmarks/realcpu/dynamic_sampling.py`), rounds of `B`
@@ -14,6 +14,11 @@ python benchmarks/rollouts_verdict.py     # the committed runs below; writes ben
   (a capped step; each run counts them).
 - The goal, the paper's claim: the one line's final accuracy at or above DS's after the same steps, with at most 30 %
   of DS's rollouts.
+
+Beside it, each from runs of their own (`benchmarks/RECORD.md`, "Dynamic sampling made fair"): DS at 0.71, 1.41
+and 2 times the tuned rate (`ds_learning_rate/`); DS with rounds of `3B` prompts (`dynamic_sampling_3B_*`); the view
+per rollout, each run read at its end (`per_rollout_*`: the one line at 2 and 3 times the steps, DS at half); and the
+allocation ceiling (`allocation/`).
 
 The runs (`benchmarks/results/`): `dynamic_sampling_0_4` and `dynamic_sampling_5_9` (`uniform_ds`, `one_line_ds`),
 and the one line's and uniform's runs of `benchmarks/one_line_verdict.py`. The same comparison at the suite's earlier,
