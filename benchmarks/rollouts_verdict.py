@@ -219,6 +219,13 @@ def own_length_curve(runs: dict, method: str, seed: str) -> tuple[np.ndarray, np
     return np.array([p[0] for p in points]), np.array([p[1] for p in points])
 
 
+def beside_the_one_line(runs: dict, method: str, curves: dict) -> np.ndarray:
+    """Per seed of `curves` that `method` ran: its final accuracy minus the one line's at the same rollouts, read off
+    the one line's runs of their own length (`curves[seed]`, `own_length_curve`)."""
+    ran = {s: final_point(runs[method][s]) for s in curves if s in runs.get(method, {})}
+    return np.asarray([final - np.interp(spent, *curves[s]) for s, (spent, final) in ran.items()])
+
+
 def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
     """
     Per rollout, from runs of their own length: the rollouts the one line needs to reach DS's final accuracy (the
@@ -243,8 +250,9 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
             (s for s in runs[regime][DS] if all(s in runs[regime].get(m, {}) for m in OWN_LENGTH["one_line"])), key=int
         )
         needed, beyond = [], 0
+        curves = {seed: own_length_curve(runs[regime], "one_line", seed) for seed in seeds}
         for seed in seeds:
-            x, y = own_length_curve(runs[regime], "one_line", seed)
+            x, y = curves[seed]
             spent, target = final_point(runs[regime][DS][seed])
             reach = rollouts_to_reach(x, y, target)
             if np.isfinite(reach):
@@ -262,22 +270,8 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
                 f"per rollout in `{regime}`: the one line reaches DS's final with {shares[-1]} of DS's rollouts "
                 f"(goal at most {100 * ROLLOUT_SHARE:.0f} %)"
             )
-        half = [
-            np.interp(
-                final_point(runs[regime]["uniform_ds_half"][s])[0], *own_length_curve(runs[regime], "one_line", s)
-            )
-            - final_point(runs[regime]["uniform_ds_half"][s])[1]
-            for s in seeds
-            if s in runs[regime].get("uniform_ds_half", {})
-        ]
-        halves.append(cell(np.asarray(half)))
-        filtered = [
-            final_point(runs[regime]["one_line_ds"][s])[1]
-            - np.interp(final_point(runs[regime]["one_line_ds"][s])[0], *own_length_curve(runs[regime], "one_line", s))
-            for s in seeds
-            if s in runs[regime].get("one_line_ds", {})
-        ]
-        kept.append(cell(np.asarray(filtered)))
+        halves.append(cell(-beside_the_one_line(runs[regime], "uniform_ds_half", curves)))
+        kept.append(cell(beside_the_one_line(runs[regime], "one_line_ds", curves)))
     lines.append(
         f"| rollouts the one line needs to reach {DS}'s final, share of {DS}'s | " + " | ".join(shares) + " |"
     )

@@ -82,6 +82,9 @@ class AllocationTrainer(GRPOTrainer):
     share one baseline and one scale (`pooled_advantages`). Single process, one reward function, rewards summed.
     """
 
+    # The share of a step's prompts whose rows hold both outcomes, which the benchmark reports as `informative`.
+    informative_metric = "allocation/informative"
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.accelerator.num_processes != 1 or self.scale_rewards != "group":

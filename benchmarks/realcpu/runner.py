@@ -108,10 +108,8 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
     return dict(
         records=snapshots.records,
         wall_s=wall,
-        # the share of prompts whose rollouts were mixed (`oracle_sizes`: of each prompt's rows together)
-        informative=_mean(
-            logged, "allocation/informative" if trainer_class.__name__ == "AllocationTrainer" else "kgps/informative"
-        ),
+        # the share of groups that were mixed, as the trainer counts its groups (`oracle_sizes`: each prompt's rows)
+        informative=_mean(logged, getattr(trainer, "informative_metric", "kgps/informative")),
         batch_mae=[(r["step"], r["kgps/mae"]) for r in logged if "kgps/mae" in r],
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),

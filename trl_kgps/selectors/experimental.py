@@ -16,9 +16,8 @@ import numpy as np
 from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
 from ..engine import older_states
 from ._checks import as_delta_norms, check_scalar
-from ._draw import CandidatePass, draw, random_candidates
-from ._ranking import UtilityRanking
-from ._utility import Utility, expected_mixed_group_probability, mixed_group_probability
+from ._draw import CandidatePass, draw
+from ._utility import expected_mixed_group_probability, mixed_group_probability
 from .kgps import KGPSSelector
 from .per_prompt import PerPromptFilter
 
@@ -196,9 +195,6 @@ class ExperimentalSelector(KGPSSelector):
         if config is not None and not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features)
-        self._points = self.config.quadrature_points if self.config.utility == "posterior" else None
-        self._utility = Utility(self._points)
-        self._ranking = UtilityRanking(self._utility)
         self._pass = CandidatePass(self.num_prompts)
         self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
         self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
@@ -239,6 +235,10 @@ class ExperimentalSelector(KGPSSelector):
             )
 
     @property
+    def _points(self) -> int | None:
+        return self.config.quadrature_points if self.config.utility == "posterior" else None
+
+    @property
     def _uses_ranking(self) -> bool:
         return super()._uses_ranking and self.config.objective == "variance" and self.config.shared_drift == 0
 
@@ -271,13 +271,6 @@ class ExperimentalSelector(KGPSSelector):
         if config.selection == "thompson":
             return draw(pool, self._thompson_score(pool), batch_size, "top", self._rng)
         return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
-
-    def _candidates(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
-        """`KGPSSelector`'s candidates: drawn at random, or every prompt not excluded with `candidates=0`."""
-        if self.config.candidates > 0:
-            count = math.ceil(self.config.candidates * batch_size)
-            return random_candidates(self.num_prompts, count, excluded, self._rng)
-        return np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
 
     def state_dict(self) -> dict[str, Any]:
         return {

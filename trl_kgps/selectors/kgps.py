@@ -116,7 +116,7 @@ class KGPSSelector(FromPretrainedMixin):
         self.seed = seed
         self._filter = self._new_filter(features)
         self._rng = np.random.Generator(np.random.PCG64(seed))
-        self._utility = Utility(config.quadrature_points)
+        self._utility = Utility(self._points)
         self._ranking = UtilityRanking(self._utility)
         self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
 
@@ -264,6 +264,11 @@ class KGPSSelector(FromPretrainedMixin):
     # The largest score `_score` can give: `whole_pool_draw`'s rejection bound.
     _score_bound = 0.25
 
+    @property
+    def _points(self) -> int | None:
+        """The Gauss–Hermite nodes of the utility's expectation (`None`: its value at the mean)."""
+        return self.config.quadrature_points
+
     def _score(self, indices: np.ndarray) -> np.ndarray:
         """The posterior expectation of \\(p(1-p)\\) for `indices` (float64 of shape `(n,)`)."""
         m, P = self._filter.utility_moments(indices)
@@ -305,11 +310,15 @@ class KGPSSelector(FromPretrainedMixin):
                 self._rng,
                 config.selection_temperature,
             )
-        if config.candidates > 0:
-            pool = random_candidates(self.num_prompts, math.ceil(config.candidates * batch_size), excluded, self._rng)
-        else:
-            pool = np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
+        pool = self._candidates(batch_size, excluded)
         return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
+
+    def _candidates(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
+        """`ceil(candidates * batch_size)` prompts drawn at random, or every prompt not excluded with `candidates=0`."""
+        if self.config.candidates > 0:
+            count = math.ceil(self.config.candidates * batch_size)
+            return random_candidates(self.num_prompts, count, excluded, self._rng)
+        return np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
 
     def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
         r"""
