@@ -106,6 +106,8 @@ class KGPSConfig:
             Prior logit variance of the part prompts share; 0 for one filter per prompt. In `[0, 1e12]`.
         feature_columns (`list[str]` or `None`, *optional*, defaults to `None`):
             Train-dataset columns prompts share; `None` finds them, `[]` shares one factor across the pool.
+        prompt_key (`str` or `None`, *optional*, defaults to `"prompt"`):
+            Column whose equal values mark copies of one prompt, which share one belief; `None`: one per row.
         shared_noise_share (`float`, *optional*, defaults to `0.5`):
             Share of each round's process noise that goes to the shared part. In `[0, 1]`.
         residual_adaptation (`float`, *optional*, defaults to `0.05`):
@@ -198,6 +200,16 @@ class KGPSConfig:
             "finds the dataset's metadata columns itself (labels with few values that no reward function reads) and "
             "logs which; [] reads none: one factor shared by all prompts. Needs shared_variance > 0.",
             "nargs": "+",
+        },
+    )
+    prompt_key: str | None = field(
+        default="prompt",
+        metadata={
+            "help": "Train-dataset column whose equal values mark copies of one prompt, which share one belief and "
+            "are chosen as one (a dataset that repeats its prompts, as DAPO-Math-17k does 100 times); KGPS trains on "
+            "each prompt's first row. 'prompt' (the default) compares the prompts as stored (every row is its own "
+            "prompt when the dataset holds images, video or audio); an id column groups rows by id; None keeps one "
+            "belief per row.",
         },
     )
     shared_variance: float = field(
@@ -339,6 +351,13 @@ class KGPSConfig:
                 self.feature_columns,
                 "be distinct column names of the train dataset",
                 "use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
+            )
+        if self.prompt_key is not None and not are_names(self.prompt_key):
+            raise refusal(
+                "prompt_key",
+                self.prompt_key,
+                "be a column name of the train dataset or None",
+                "use 'prompt' (the default), an id column, or None for one belief per row",
             )
         if not (is_real(self.shared_variance) and 0 <= self.shared_variance <= MAX_LOGIT_VARIANCE):
             raise refusal(

@@ -64,9 +64,10 @@ def difficulty_table(
     token: str | bool | None = None,
 ) -> "Dataset":
     """
-    The per-prompt difficulty table of a saved run, as a `datasets.Dataset` with one row per prompt: `index`,
-    `prompt` (only when `prompts` is given), `predicted_success`, `variance` (the logit variance; NaN for the
-    baselines) and `times_selected` (generation batches the prompt was chosen for, warmup included); for a run that
+    The per-prompt difficulty table of a saved run, as a `datasets.Dataset` with one row per prompt: `index` (its
+    row; where rows repeat prompts, its first, and `rows`, how many hold it), `prompt` (only when `prompts` is given),
+    `predicted_success`, `variance` (the logit variance; NaN for the baselines) and `times_selected` (generation
+    batches the prompt was chosen for, warmup included); for a run that
     shared by categorical `feature_columns`, also `group`, `group_predicted_success` and `own_logit`. A live run's
     is `KGPSCallback.difficulty_table()`.
 
@@ -94,7 +95,7 @@ def difficulty_table(
             f"{selector.num_prompts} prompts: it is not a whole state. Load its selector with `load_selector`, which "
             "needs no count."
         )
-    return difficulty_dataset(selector, times_selected, prompts)
+    return difficulty_dataset(selector, times_selected, prompts, _state_file.saved_copies(arrays, meta))
 
 
 def _restore(

@@ -5,6 +5,7 @@ from collections.abc import Iterator, Sized
 import numpy as np
 from torch.utils.data import Sampler
 
+from .engine.copies import PromptCopies
 from .engine.engine import build_engine
 from .engine.ledger import BatchLedger, check_batch_size
 from .engine.protocol import PromptSelector
@@ -45,6 +46,8 @@ class KGPSRepeatSampler(Sampler[int]):
         warmup_epochs (`int`, *optional*): uniform epochs before the selector takes over; unset, the selector's
             `config.warmup_epochs` (0 for `KGPSConfig()`, 1 for `KGPSConfig.paper()`), or 0 for a baseline.
         seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
+        copies (`PromptCopies`, *optional*): which rows hold one prompt; the selector tracks the distinct prompts and
+            the sampler yields each one's first row. Unset: every row is its own prompt.
 
     Example:
 
@@ -64,8 +67,14 @@ class KGPSRepeatSampler(Sampler[int]):
         selector: PromptSelector | None = None,
         warmup_epochs: int | None = None,
         seed: int = 0,
+        copies: PromptCopies | None = None,
     ):
-        num_prompts = len(data_source)
+        self.copies = PromptCopies.by_row(len(data_source)) if copies is None else copies
+        if self.copies.num_rows != len(data_source):
+            raise ValueError(
+                f"copies maps {self.copies.num_rows} rows, and the dataset has {len(data_source)}: find them in it."
+            )
+        num_prompts = self.copies.num_prompts
         if selector is None:
             # the batch's fit is checked before a selector is built for the rows: an empty dataset gets that message
             check_batch_size(batch_size, num_prompts, PROMPTS_PER_BATCH)
@@ -77,7 +86,7 @@ class KGPSRepeatSampler(Sampler[int]):
         self.repeat_count = repeat_count
         self.selector = selector
         self.seed = seed
-        self.num_samples = num_prompts
+        self.num_samples = len(data_source)  # TRL's epoch: the rows' worth of batches, copies included
         self.engine.ledger.begin_epoch()
         self._resume_epoch = False  # the next epoch iterated goes on with the epoch restored by `load_state_dict`
 
@@ -105,9 +114,10 @@ class KGPSRepeatSampler(Sampler[int]):
         epoch = self.ledger.epoch
         for position in range(self.batches_per_epoch):
             batch = epoch[position].indices if position < len(epoch) else self.ledger.choose()
-            # e.g. batch [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
+            rows = self.copies.rows(batch).tolist()
+            # e.g. rows [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
             for _ in range(self.repeat_count):
-                for index in batch.tolist():
+                for index in rows:
                     for _ in range(self.mini_repeat_count):
                         yield index
 

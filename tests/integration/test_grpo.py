@@ -1,5 +1,6 @@
 """KGPS inside the real GRPOTrainer on a tiny model: attribution, the filter's state, lag, attaching."""
 
+import dataclasses
 import logging
 import warnings
 
@@ -142,14 +143,15 @@ def test_iterable_dataset_is_refused(tmp_path, model, tokenizer):
 
 
 def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp_path, model, tokenizer):
-    """Four prompt texts over 16 rows, each row with its own success rate: attribution by text could not tell rows
-    apart; by index, the selector's state equals the reference fed each row's own rewards."""
+    """Four prompt texts over 16 rows, each row with its own success rate, one belief per row (`prompt_key=None`):
+    attribution by text could not tell rows apart; by index, the selector's state equals the reference fed each row's
+    own rewards."""
     events = []
     rows = prompt_dataset(16)
     rows = rows.map(lambda row: {"prompt": f"p{row['idx'] % 4} a b"}).shuffle(seed=1)  # idx no longer = position
     reward = RewardLog(events=events)
     by_position = np.asarray(rows["idx"])
-    kgps = KGPSCallback(DEFAULT)
+    kgps = KGPSCallback(dataclasses.replace(DEFAULT, prompt_key=None))
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=reward,
@@ -167,6 +169,49 @@ def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     assert len(set(rows["prompt"])) == 4 and kgps.ledger.batches_scored == 12
     assert trainer.train_dataset is rows, "the user's dataset is left as it was"
+
+
+@pytest.mark.parametrize("key", ["prompt", "problem"])
+def test_copies_of_a_prompt_share_one_belief_and_never_one_batch(tmp_path, model, tokenizer, key, caplog):
+    """Six prompts, each on 3 or 4 shuffled rows, by their text or by an id column: the selector tracks the six; a batch
+    holds six distinct prompts (B = 6), each as its first row; every copy's rewards reach its prompt's one belief,
+    which equals the reference fed the rewards by prompt; the table and the log count the copies."""
+    events = []
+    rows = prompt_dataset(22)
+    problem = [i % 6 for i in range(22)]
+    rows = rows.add_column("problem", [f"id-{p}" for p in problem])
+    if key == "prompt":
+        rows = rows.map(lambda row, i: {"prompt": f"p{problem[i]} a b"}, with_indices=True)
+    rows = rows.shuffle(seed=1)
+    prompt_of_row = {}  # the prompts numbered by their first row, as the callback numbers them
+    for value in rows[key]:
+        prompt_of_row.setdefault(value, len(prompt_of_row))
+    prompt = np.array([prompt_of_row[value] for value in rows[key]])
+    position = {int(idx): i for i, idx in enumerate(rows["idx"])}
+    kgps = KGPSCallback(dataclasses.replace(DEFAULT, prompt_key=key))
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(events=events),
+        args=trainer_args(tmp_path, max_steps=8, per_device_train_batch_size=24, num_generations=4),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[NormLog(events), kgps],
+    )
+    with caplog.at_level(logging.WARNING, logger="trl_kgps"):
+        trainer.train()
+    assert kgps.selector.num_prompts == 6 and kgps.ledger.batches_scored == 8
+    first_row = [int(np.flatnonzero(prompt == p)[0]) for p in range(6)]
+    scored = [[position[i] for i in e[1]] for e in events if e[0] == "scored"]
+    for batch in scored:  # each batch: the six prompts, G rows each, every one a prompt's first row
+        assert sorted(set(batch)) == sorted(first_row)
+    logged = [(e[0], [int(prompt[position[i]]) for i in e[1]], e[2]) if e[0] == "scored" else e for e in events]
+    reference = replay(logged, 6, kgps.ledger.warmup_batches, DEFAULT)
+    np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
+    table = kgps.difficulty_table()
+    assert table["index"] == first_row and table["rows"] == [int((prompt == p).sum()) for p in range(6)]
+    assert table["prompt"] == [rows["prompt"][r] for r in first_row]
+    assert f"22 rows hold 6 distinct prompts (by {key!r}; 16 rows repeat" in caplog.text
 
 
 def test_a_trl_whose_hook_signature_changed_is_refused_naming_the_version_before_anything_changes(

@@ -343,3 +343,52 @@ def test_a_state_that_is_a_directory_is_refused_without_asking_for_the_flag_alre
     )
     assert "does not exist" not in message and "pass KGPSConfig(restart_on_missing_state=True)" not in message
     assert "remove the directory from this checkpoint to start KGPS afresh" in message
+
+
+def copies(num_rows=12, num_prompts=5):
+    """`num_rows` shuffled rows over `num_prompts` prompt texts, each row with its own `idx`."""
+    rows = prompt_dataset(num_rows).map(lambda row: {"prompt": f"p{row['idx'] % num_prompts} a b"})
+    return rows.shuffle(seed=3)
+
+
+@pytest.mark.parametrize("at", [3, 4])
+def test_a_run_over_copies_resumes_exactly(tmp_path, tokenizer, at):
+    args = {**CONFIGS["lag1"][1], "save_steps": at}
+    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies())
+    first = run(tmp_path / "split", tokenizer, 12, args, stop_at=at, dataset=copies())
+    second = run(
+        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / f"checkpoint-{at}"), dataset=copies()
+    )
+    assert straight.selector.num_prompts == 5
+    assert (first.batches + second.batches)[: len(straight.batches)] == straight.batches
+    np.testing.assert_array_equal(second.selector.mean, straight.selector.mean)
+    np.testing.assert_array_equal(second.selector.variance, straight.selector.variance)
+    np.testing.assert_array_equal(second.ledger.times_selected, straight.ledger.times_selected)
+
+
+def test_a_state_kept_by_row_resumes_by_row_on_a_dataset_with_copies(tmp_path, tokenizer, caplog):
+    by_row = KGPSConfig(prompt_key=None)
+    args = CONFIGS["lag1"][1]
+    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies(), config=by_row)
+    run(tmp_path / "split", tokenizer, 12, args, stop_at=4, dataset=copies(), config=by_row)
+    resumed = run(
+        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / "checkpoint-4"), dataset=copies()
+    )
+    assert resumed.selector.num_prompts == straight.selector.num_prompts == 12
+    assert resumed.batches == straight.batches[-len(resumed.batches) :]
+    np.testing.assert_array_equal(resumed.selector.mean, straight.selector.mean)
+    assert "keeps one KGPS belief per row" in caplog.text and "7 rows repeat another row's prompt" in caplog.text
+
+
+def test_a_state_kept_by_prompt_is_refused_by_row_naming_prompt_key(tmp_path, tokenizer):
+    run(tmp_path, tokenizer, 12, CONFIGS["lag1"][1], stop_at=4, dataset=copies())
+    refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / "checkpoint-4",
+        CONFIGS["lag1"][1],
+        r"keeps one belief per distinct 'prompt' \(5 prompts\) and this run one per row: resume with "
+        r"KGPSConfig\(prompt_key='prompt'\)",
+        dataset=copies(),
+        config=KGPSConfig(prompt_key=None),
+    )

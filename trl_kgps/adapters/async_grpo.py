@@ -40,6 +40,7 @@ import numpy as np
 from transformers import TrainerCallback
 
 from ..config import KGPSConfig
+from ..engine.copies import PromptCopies
 from ..engine.engine import SelectionEngine, build_engine
 from ..engine.ledger import ChosenBatch
 from ..engine.outcomes import SuccessRule
@@ -67,6 +68,8 @@ class SelectionService:
         group_size (`int`): `G`, the completions the worker generates per prompt (the adapter's `group_size`).
         drop_zero_advantage (`bool`): whether the worker keeps groups of zero advantage from the optimizer, whose
             share each batch's metrics then give (`kgps/zero_advantage_dropped`).
+        copies (`PromptCopies`, *optional*): which rows hold one prompt: the worker is handed rows, the engine
+            chooses prompts. Unset: every row is its own prompt.
     """
 
     def __init__(
@@ -77,8 +80,10 @@ class SelectionService:
         model_version: Any,
         group_size: int,
         drop_zero_advantage: bool = False,
+        copies: PromptCopies | None = None,
     ):
         self.engine = engine
+        self.copies = PromptCopies.by_row(engine.selector.num_prompts) if copies is None else copies
         self.group_size = group_size
         self.drop_zero_advantage = drop_zero_advantage
         self.config = config
@@ -170,7 +175,7 @@ class SelectionService:
                 pending = ledger.pending[-1]
             pending.hand_out(self.next_batch_id)
             self.next_batch_id += 1
-        return pending.handed_as, pending.indices.tolist()
+        return pending.handed_as, self.copies.rows(pending.indices).tolist()
 
     def observe(
         self, batch_id: int, position: int, index: int, version: int, rewards: np.ndarray, dropped: bool = False
@@ -179,7 +184,8 @@ class SelectionService:
         the whole batch to the selector."""
         with self.lock:
             flight = self.in_flight.get(batch_id)
-            if flight is None or flight.indices[position] != index or flight.rewards[position] is not None:
+            prompt = self.copies.prompts([index])[0] if 0 <= index < self.copies.num_rows else -1
+            if flight is None or flight.indices[position] != prompt or flight.rewards[position] is not None:
                 raise RuntimeError(
                     f"The rollout worker scored dataset index {index} as position {position} of batch {batch_id}, "
                     "which KGPS did not hand out or already counted: KGPS cannot attribute these rewards."
@@ -295,6 +301,11 @@ class AsyncGRPOAdapter(TrainerAdapter):
         then handed the batches pending at the checkpoint first."""
         if self.service is not None:
             with self.service.lock:
+                by_row = self.by_row_for(directory)
+                if by_row is not None:  # the run resumes as the state was saved, one belief per row
+                    self.selector = self.requested_selector
+                    self._build_engine(by_row)
+                    self.service.engine, self.service.copies = self.engine, by_row
                 self.resume(directory, self.engine.ledger)
             self.service.restart()
 
@@ -309,22 +320,7 @@ class AsyncGRPOAdapter(TrainerAdapter):
         trainer = self.trainer
         async_trl_private.check_worker(trainer.rollout_worker)
         if self.engine is None:
-            selector = self.selector
-            if selector is None or isinstance(selector, str):
-                worker = trainer.rollout_worker
-                readers = ColumnReaders.of(
-                    async_trl_private.reward_funcs(worker), async_trl_private.environment_factories(worker)
-                )
-                selector = self.build_selector(trainer.train_dataset, readers)
-            self.engine = build_engine(
-                selector,
-                len(trainer.train_dataset),
-                self.batch_size,
-                self.config.warmup_epochs,
-                trainer.args.seed,
-                self.BATCH_FORMULA,
-            )
-            self.selector = selector
+            self._build_engine(self.find_copies(trainer.train_dataset, self.batch_size))
             worker = trainer.rollout_worker
             self.service = SelectionService(
                 self.engine,
@@ -333,6 +329,7 @@ class AsyncGRPOAdapter(TrainerAdapter):
                 lambda: trainer.model_version,
                 self.group_size,
                 self.owner.drop_zero_advantage,
+                self.copies,
             )
             async_trl_private.stop_after(worker, self.service.stop)
         self.service.restart()
@@ -342,6 +339,26 @@ class AsyncGRPOAdapter(TrainerAdapter):
             self.service.authkey,
             drop_zero_advantage=self.owner.drop_zero_advantage,
         )
+
+    def _build_engine(self, copies: PromptCopies) -> None:
+        """The engine over the distinct prompts of the train dataset (`copies`), with the selector built for them."""
+        trainer = self.trainer
+        selector = self.selector
+        if selector is None or isinstance(selector, str):
+            worker = trainer.rollout_worker
+            readers = ColumnReaders.of(
+                async_trl_private.reward_funcs(worker), async_trl_private.environment_factories(worker)
+            )
+            selector = self.build_selector(trainer.train_dataset, readers, copies)
+        self.engine = build_engine(
+            selector,
+            copies.num_prompts,
+            self.batch_size,
+            self.config.warmup_epochs,
+            trainer.args.seed,
+            self.BATCH_FORMULA,
+        )
+        self.selector, self.copies = selector, copies
 
     # Training ------------------------------------------------------------------------------------------------
 

@@ -11,8 +11,11 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..config import KGPSConfig
 from ..engine import older_states, state_file
+from ..engine.copies import PromptCopies
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
 from ..selectors.experimental import EXPERIMENTAL_DEFAULTS, experimental
@@ -21,8 +24,15 @@ from . import trainer_record
 
 logger = logging.getLogger(__name__)
 
-# Fields that only say how rewards are read or how the norm is measured: a run may resume with other values.
-RESUMABLE_FIELDS = {"success_reward", "success_threshold", "delta_norm_sample", "restart_on_missing_state"}
+# Fields that only say how rewards are read, how the norm is measured or which rows are copies of one prompt (the
+# prompts a state holds are checked by their number and digest): a run may resume with other values.
+RESUMABLE_FIELDS = {
+    "success_reward",
+    "success_threshold",
+    "delta_norm_sample",
+    "restart_on_missing_state",
+    "prompt_key",
+}
 
 
 class Stateful(Protocol):
@@ -42,13 +52,48 @@ def save(
     ledger: Stateful,
     prompts: dict[str, Any] | None,
     trainer: dict[str, int] | None = None,
+    copies: PromptCopies | None = None,
 ) -> None:
     """
     Writes `directory/kgps_state.npz`: the states of the selector and of the run's `ledger`, the digest of the
-    `prompts` (the train dataset's rows), and the `trainer`'s record: its `global_step`, and the arguments that map its
-    steps to generation batches (`gradient_accumulation_steps`, ...), which a resume checks.
+    `prompts` (the train dataset's rows), the `trainer`'s record (its `global_step`, and the arguments that map its
+    steps to generation batches, `gradient_accumulation_steps`, ...) and the rows that are `copies` of one prompt,
+    which a resume checks.
     """
-    state_file.write(directory, selector, ledger.state_dict(), prompts, trainer)
+    state_file.write(directory, selector, ledger.state_dict(), prompts, trainer, copies)
+
+
+def saved_by_row(directory: str, copies: PromptCopies) -> bool:
+    """
+    Whether the state in `directory` keeps one belief per row of a dataset in which this run found `copies` of
+    prompts: saved with `prompt_key=None`, or by a release that kept beliefs by row. The run then resumes by row.
+    """
+    path = os.path.join(directory, state_file.STATE_FILE)
+    if not copies.copies or not os.path.isfile(path):
+        return False
+    try:
+        arrays, meta = state_file.load(path)
+    except state_file.UnreadableState:
+        return False  # `resume` says why
+    return state_file.COPIES not in arrays and int(meta.get("num_prompts", -1)) == copies.num_rows
+
+
+def _check_same_copies(arrays: dict[str, Any], meta: dict[str, Any], copies: PromptCopies | None) -> None:
+    """Raises unless the state's prompts are this run's: the same rows are copies of one prompt."""
+    saved = state_file.saved_copies(arrays, meta)
+    current = None if copies is None or not copies.copies else copies
+    if saved is None and current is None:
+        return
+    if saved is not None and current is not None and np.array_equal(saved.prompt_of_row, current.prompt_of_row):
+        return
+    said = (
+        "one belief per row"
+        if saved is None
+        else f"one belief per distinct {saved.key!r} ({saved.num_prompts} prompts)"
+    )
+    run = "one per row" if current is None else f"one per distinct {current.key!r} ({current.num_prompts} prompts)"
+    fix = "prompt_key=None" if saved is None else f"prompt_key={saved.key!r}"
+    raise ValueError(f"it keeps {said} and this run {run}: resume with KGPSConfig({fix})")
 
 
 def _resumed_step(directory: str, step: int) -> int:
@@ -71,12 +116,13 @@ def resume(
     prompts: Callable[[], dict[str, Any] | None],
     trainer: dict[str, int] | None = None,
     batch_formula: str = "",
+    copies: PromptCopies | None = None,
 ) -> None:
     """
     Restores the state saved in `directory` into `selector` and `ledger`, or raises before changing either. A
     missing state raises too, unless `config.restart_on_missing_state`; `prompts()` gives this run's rows digest, and
     `trainer` the resuming trainer's record (as `save` takes it), which must match the saved one; `batch_formula` says
-    how the trainer sets the prompts of a generation batch.
+    how the trainer sets the prompts of a generation batch, and `copies` which rows hold one prompt (unset: none).
     """
     path = os.path.join(directory, state_file.STATE_FILE)
     if not os.path.exists(path) and config.restart_on_missing_state:
@@ -88,6 +134,7 @@ def resume(
         arrays, meta = state_file.load(path)
         saved = trainer_record.saved(arrays, meta)
         trainer_record.check_same_loop(path, saved, trainer or {})
+        _check_same_copies(arrays, meta, copies)
         selector_state, ledger_state = state_file.read_run(
             path, arrays, meta, selector, ledger.batch_size, prompts(), batch_formula
         )

@@ -180,15 +180,25 @@ def with_metadata(
     return config, metadata
 
 
-def selector_for(name: str, dataset: Any, config: KGPSConfig, seed: int) -> PromptSelector:
+def selector_for(
+    name: str, dataset: Any, config: KGPSConfig, seed: int, rows: np.ndarray | None = None
+) -> PromptSelector:
     """
-    The selector `name` (see `selectors.SELECTORS`) over the rows of `dataset`; KGPS shares across them by the
-    columns `config.feature_columns` (none when unset or `[]`; `with_metadata` names the ones a dataset holds). Raises
-    `ValueError` for a column the dataset lacks or values KGPS cannot use.
+    The selector `name` (see `selectors.SELECTORS`) over the prompts of `dataset` at `rows` (`(P,)`, each distinct
+    prompt's first row; unset: every row); KGPS shares across them by the columns `config.feature_columns` (none when
+    unset or `[]`; `with_metadata` names the ones a dataset holds). Raises `ValueError` for a column the dataset lacks
+    or values KGPS cannot use.
     """
+    num_prompts = len(dataset) if rows is None else len(rows)
     if name != "kgps":
-        return build_selector(name, len(dataset), config, seed)
-    return build_selector(name, len(dataset), config, seed, read_features(dataset, config.feature_columns or None))
+        return build_selector(name, num_prompts, config, seed)
+    features = read_features(dataset, config.feature_columns or None)
+    if features is not None and rows is not None and num_prompts != len(dataset):
+        features = {
+            column: values[rows] if isinstance(values, np.ndarray) else [values[i] for i in rows.tolist()]
+            for column, values in features.items()
+        }
+    return build_selector(name, num_prompts, config, seed, features)
 
 
 def read_features(dataset: Any, columns: list[str] | None) -> dict[str, np.ndarray] | None:

@@ -20,6 +20,7 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
+from ..engine.copies import PromptCopies
 from ..engine.outcomes import SuccessRule
 from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
@@ -114,24 +115,31 @@ class GRPOAdapter(TrainerAdapter):
                 return self.sampler
             self._start_afresh(dataset)
         self._prompts = None
-        if self.selector is None or isinstance(self.selector, str):
-            self.selector = self.build_selector(dataset, trl_private.column_readers(trainer))
         G = self.group_size
         batch_size, repeat_count = trl_private.generation_layout(trainer, G)
-        self.sampler = KGPSRepeatSampler(
+        self.sampler = self._sampler(dataset, self.find_copies(dataset, batch_size), batch_size, repeat_count)
+        return self.sampler
+
+    def _sampler(self, dataset: Any, copies: PromptCopies, batch_size: int, repeat_count: int) -> KGPSRepeatSampler:
+        """The sampler over the distinct prompts of `dataset` (`copies`), with the selector built for them."""
+        trainer = self.trainer
+        if self.selector is None or isinstance(self.selector, str):
+            self.selector = self.build_selector(dataset, trl_private.column_readers(trainer), copies)
+        sampler = KGPSRepeatSampler(
             dataset,
-            mini_repeat_count=G,
+            mini_repeat_count=self.group_size,
             batch_size=batch_size,
             repeat_count=repeat_count,
             selector=self.selector,
             warmup_epochs=self.config.warmup_epochs,
             seed=trainer.args.seed,
+            copies=copies,
         )
-        self.engine = self.sampler.engine
+        self.copies, self.engine = copies, sampler.engine
         self.engine.rule = SuccessRule(
             *trl_private.reward_functions(trainer), self.config.success_reward, self.config.success_threshold
         )
-        return self.sampler
+        return sampler
 
     def _start_afresh(self, dataset: Any) -> None:
         """
@@ -208,7 +216,7 @@ class GRPOAdapter(TrainerAdapter):
                 "does not follow KGPS's sampler, so KGPS cannot attribute the rewards."
             )
         s, k = self.engine.outcomes(rewards, G)
-        observed, metrics = self.engine.observe(groups[:, 0], s, k)
+        observed, metrics = self.engine.observe(self.copies.prompts(groups[:, 0]), s, k)
         if observed is None:
             # TRL does not checkpoint its generation counter: resumed inside a batch's steps, it generates and
             # scores that batch again. Its outcomes were observed before the checkpoint; counting them twice
@@ -243,5 +251,18 @@ class GRPOAdapter(TrainerAdapter):
             self.save(directory, self.sampler)
 
     def _resume_from(self, directory: str) -> None:
-        """Restores the state saved in `directory`, or raises before changing anything."""
+        """Restores the state saved in `directory`, or raises before changing anything: a state that keeps one belief
+        per row first turns this run's sampler to rows (`by_row_for`)."""
+        by_row = self.by_row_for(directory)
+        if by_row is not None:
+            if not isinstance(self.requested_selector, str | None):
+                raise ValueError(
+                    f"{directory} keeps one belief per row, and the {type(self.selector).__name__} passed to "
+                    "KGPSCallback one per distinct prompt: pass it built over every row, or KGPSConfig(prompt_key=None)."
+                )
+            self.selector = self.requested_selector
+            sampler = self._sampler(
+                self.sampler.data_source, by_row, self.sampler.batch_size, self.sampler.repeat_count
+            )
+            self.sampler.__dict__.update(sampler.__dict__)  # the data loader holds this sampler
         self.resume(directory, self.sampler)

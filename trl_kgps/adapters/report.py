@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import KGPSConfig
+from ..engine.copies import PromptCopies
 from ..engine.metrics import MAX_LOGGED_GROUPS
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
@@ -28,12 +29,17 @@ _CARD_BEFORE = "## Citations"  # TRL's model card ends with this section; ours g
 
 
 def difficulty_dataset(
-    selector: PromptSelector, times_selected: np.ndarray, prompts: Sequence[Any] | None = None
+    selector: PromptSelector,
+    times_selected: np.ndarray,
+    prompts: Sequence[Any] | None = None,
+    copies: PromptCopies | None = None,
 ) -> "Dataset":
     """
-    One row per prompt: `index` (int64), `prompt` (str, only when `prompts` is given), `predicted_success` (float64,
-    `selector.predicted_success()`), `variance` (float32, `KGPSSelector`'s logit variance; NaN for the baselines,
-    which hold no logit-scale belief) and `times_selected` (int32, generation batches the prompt was chosen for).
+    One row per prompt: `index` (int64, its row in the train dataset; where rows repeat prompts, its first), `rows`
+    (int64, only where rows repeat prompts: how many rows hold it), `prompt` (str, only when `prompts` is given),
+    `predicted_success` (float64, `selector.predicted_success()`), `variance` (float32, `KGPSSelector`'s logit
+    variance; NaN for the baselines, which hold no logit-scale belief) and `times_selected` (int32, generation batches
+    the prompt was chosen for).
     A KGPS selector that shares across prompts by categorical features adds `group` (str, e.g. `"level=3"`),
     `group_predicted_success` (float64, what the group's shared part predicts for a prompt with no evidence of its
     own) and `own_logit` (float32, the prompt's own residual: its logit minus its group's).
@@ -41,21 +47,26 @@ def difficulty_dataset(
     Args:
         selector (`PromptSelector`): the selector, over `N` prompts.
         times_selected (`np.ndarray` of shape `(N,)`): the sampler's count.
-        prompts (`Sequence`, *optional*): the `N` prompts in dataset order; strings, or conversations (lists of
-            `{"role", "content"}` messages), which become the text of their last user message.
+        prompts (`Sequence`, *optional*): the prompts in dataset order, one per row; strings, or conversations
+            (lists of `{"role", "content"}` messages), which become the text of their last user message.
+        copies (`PromptCopies`, *optional*): which rows hold one prompt; unset, prompt `i` is row `i`.
     """
     from datasets import Dataset
 
     n = selector.num_prompts
-    if prompts is not None and len(prompts) != n:
+    copies = PromptCopies.by_row(n) if copies is None else copies
+    if copies.num_prompts != n or (prompts is not None and len(prompts) != copies.num_rows):
         raise ValueError(
-            f"prompts has {len(prompts)} entries, but the state is for {n} prompts: pass the train dataset's prompts, "
-            "in its order (e.g. `train_dataset['prompt']`), or prompts=None for a table without them."
+            f"prompts has {'no' if prompts is None else len(prompts)} entries, but the state is for {n} prompts "
+            f"over {copies.num_rows} rows: pass the train dataset's prompts, in its order (e.g. "
+            "`train_dataset['prompt']`), or prompts=None for a table without them."
         )
     variance = selector.variance if isinstance(selector, KGPSSelector) else np.full(n, np.nan, dtype=np.float32)
-    columns: dict[str, Any] = {"index": np.arange(n, dtype=np.int64)}
+    columns: dict[str, Any] = {"index": copies.first_row}
+    if copies.copies:
+        columns["rows"] = copies.rows_per_prompt
     if prompts is not None:
-        columns["prompt"] = [prompt_text(prompt) for prompt in prompts]
+        columns["prompt"] = [prompt_text(prompts[row]) for row in copies.first_row.tolist()]
     columns.update(
         predicted_success=selector.predicted_success(),
         variance=variance,
@@ -128,6 +139,7 @@ def card_section(
     location: str,
     metadata: Metadata | None = None,
     best_checkpoint: str | None = None,
+    copies: PromptCopies | None = None,
 ) -> str:
     """
     The model card's `## KGPS` section, in markdown.
@@ -142,6 +154,7 @@ def card_section(
         metrics (`dict`): `last_metrics(...)` of the trainer's log history.
         location (`str`): where the state is loaded from: the Hub repo id, or the output directory.
         metadata (`Metadata`, *optional*): the metadata columns KGPS looked for in the dataset, when it did.
+        copies (`PromptCopies`, *optional*): which rows of the dataset hold one prompt.
         best_checkpoint (`str`, *optional*): the checkpoint whose weights and KGPS state were saved as the model
             (`load_best_model_at_end`), when they were.
     """
@@ -158,6 +171,7 @@ def card_section(
         "",
         _rounds_line(batches_chosen, batches_scored, warmup_batches),
         f"- coverage: {observed} of {n} prompts observed ({observed / n:.1%})",
+        *([f"- copies: {copies.describe()}"] if copies is not None and copies.copies else []),
         *_sharing_lines(selector),
         *([] if metadata is None else [f"- {metadata.describe()}"]),
         *(
@@ -186,12 +200,14 @@ def add_kgps_section(
     dataset: Any,
     metadata: Metadata | None = None,
     best_checkpoint: str | None = None,
+    copies: PromptCopies | None = None,
 ) -> None:
     """
     Adds the `## KGPS` section and tags to the README.md that `trainer.create_model_card` wrote into its output
     folder: the run's configuration and rounds from `selector`, `config` and `ledger` (the engine's `BatchLedger`), its
     last `kgps/*` metrics from `trainer.state.log_history`, and a quick start prompt from the train `dataset`; with
-    `best_checkpoint`, that the state saved beside the model is that checkpoint's (`card_section`).
+    `best_checkpoint`, that the state saved beside the model is that checkpoint's, and with `copies`, how many rows
+    repeat a prompt (`card_section`).
     """
     section = card_section(
         selector,
@@ -204,6 +220,7 @@ def add_kgps_section(
         location=trainer.hub_model_id or trainer.args.output_dir,
         metadata=metadata,
         best_checkpoint=best_checkpoint,
+        copies=copies,
     )
     add_to_card(str(Path(trainer.args.output_dir) / "README.md"), section, _plain_text_prompt(trainer, dataset))
 

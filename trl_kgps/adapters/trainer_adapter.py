@@ -12,12 +12,14 @@ from transformers import Trainer, TrainerCallback
 
 from ..config import KGPSConfig
 from ..engine import state_file
+from ..engine.copies import PromptCopies
 from ..engine.engine import SelectionEngine
 from ..engine.ledger import BatchLedger
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from . import checkpoint, trainer_record
 from .dataset_columns import Metadata, selector_for, with_metadata
+from .dataset_copies import find_copies
 from .distributed import ParameterDelta
 from .report import add_kgps_section, difficulty_dataset
 from .reward_reads import ColumnReaders
@@ -60,6 +62,7 @@ class TrainerAdapter(TrainerCallback):
         engine (`SelectionEngine` or `None`): the engine choosing the prompts, once training started.
         delta (`ParameterDelta` or `None`): the update norm's reference copy, once training started.
         metadata (`Metadata` or `None`): the metadata columns KGPS found in the dataset, when it looked for them.
+        copies (`PromptCopies` or `None`): which rows hold one prompt, once training started.
         requested_selector (`str`, `PromptSelector` or `None`): the `selector` passed, from which a fresh start (a
             `train()` on other rows) builds the selector again.
         best_checkpoint (`str` or `None`): after a `train()` whose end loaded the best checkpoint's weights
@@ -81,13 +84,29 @@ class TrainerAdapter(TrainerCallback):
         self.engine: SelectionEngine | None = None
         self.delta: ParameterDelta | None = None
         self.metadata: Metadata | None = None
+        self.copies: PromptCopies | None = None
         self._prompts: dict[str, Any] | None = None
 
-    def build_selector(self, dataset: Any, readers: ColumnReaders) -> PromptSelector:
+    def find_copies(self, dataset: Any, batch_size: int) -> PromptCopies:
         """
-        The selector named by `selector` (KGPS by default) over `dataset`. Unless `config.feature_columns` names them,
-        KGPS shares by the metadata columns it finds (`dataset_columns.with_metadata`), never one that `readers` (the
-        trainer's reward functions and environments) may read, and says which in the main process's log.
+        The rows of `dataset` that hold one prompt (`dataset_copies.find_copies`, by `config.prompt_key`), said in the
+        main process's log when there are copies; a selector instance passed to the callback that tracks one belief
+        per row keeps them.
+        """
+        copies = find_copies(dataset, self.config.prompt_key, batch_size)
+        tracked = getattr(self.requested_selector, "num_prompts", None)
+        if copies.copies and tracked == copies.num_rows:
+            copies = PromptCopies.by_row(copies.num_rows)
+        if copies.copies and self.trainer.is_world_process_zero():
+            logger.warning(copies.describe())
+        return copies
+
+    def build_selector(self, dataset: Any, readers: ColumnReaders, copies: PromptCopies) -> PromptSelector:
+        """
+        The selector named by `selector` (KGPS by default) over the distinct prompts of `dataset` (`copies`). Unless
+        `config.feature_columns` names them, KGPS shares by the metadata columns it finds
+        (`dataset_columns.with_metadata`), never one that `readers` (the trainer's reward functions and environments)
+        may read, and says which in the main process's log.
         """
         name = self.selector or "kgps"
         config = self.config
@@ -95,7 +114,7 @@ class TrainerAdapter(TrainerCallback):
             config, self.metadata = with_metadata(dataset, config, readers)
             if self.metadata is not None and self.trainer.is_world_process_zero():
                 logger.warning(self.metadata.describe())
-        return selector_for(name, dataset, config, self.trainer.args.seed)
+        return selector_for(name, dataset, config, self.trainer.args.seed, copies.first_row)
 
     # What the callback reads -----------------------------------------------------------------------------------
 
@@ -124,7 +143,7 @@ class TrainerAdapter(TrainerCallback):
         """The run's per-prompt table (`KGPSCallback.difficulty_table`), once training started."""
         columns = getattr(self.dataset, "column_names", None) or ()
         prompts = self.dataset["prompt"] if "prompt" in columns else None
-        return difficulty_dataset(self.selector, self.ledger.times_selected, prompts)
+        return difficulty_dataset(self.selector, self.ledger.times_selected, prompts, self.copies)
 
     # The trainer's events --------------------------------------------------------------------------------------
 
@@ -151,6 +170,22 @@ class TrainerAdapter(TrainerCallback):
         """What a checkpoint records of the trainer and a resume checks: its loop and its `global_step`."""
         return {trainer_record.ASYNCHRONOUS: int(self.ASYNCHRONOUS), "global_step": self.trainer.state.global_step}
 
+    def by_row_for(self, directory: str) -> PromptCopies | None:
+        """
+        Every row its own prompt, where the state in `directory` keeps one belief per row (`checkpoint.saved_by_row`)
+        and this run found copies: the run resumes as it was saved, and says so. `None` otherwise.
+        """
+        if self.copies is None or not checkpoint.saved_by_row(directory, self.copies):
+            return None
+        if self.trainer.is_world_process_zero():
+            logger.warning(
+                "%s keeps one KGPS belief per row (saved with prompt_key=None, or by a release without it): the run "
+                "resumes so, and %d rows repeat another row's prompt.",
+                directory,
+                self.copies.copies,
+            )
+        return PromptCopies.by_row(self.copies.num_rows)
+
     def resume(self, directory: str, ledger: checkpoint.Stateful) -> None:
         """Restores the state saved in `directory` into the selector and `ledger`, or raises before changing
         anything (`checkpoint.resume`)."""
@@ -162,12 +197,15 @@ class TrainerAdapter(TrainerCallback):
             self.prompts_digest,
             self.trainer_record(),
             batch_formula=self.BATCH_FORMULA,
+            copies=self.copies,
         )
 
     def save(self, directory: str, ledger: checkpoint.Stateful) -> None:
         """Writes `directory/kgps_state.npz` (`checkpoint.save`), or copies the best checkpoint's (`copy_best_state`)."""
         if self.trainer.args.should_save and not self.copy_best_state(directory):
-            checkpoint.save(directory, self.selector, ledger, self.prompts_digest(), self.trainer_record())
+            checkpoint.save(
+                directory, self.selector, ledger, self.prompts_digest(), self.trainer_record(), self.copies
+            )
 
     def copy_best_state(self, directory: str) -> bool:
         """
@@ -218,4 +256,6 @@ class TrainerAdapter(TrainerCallback):
             best = self.best_checkpoint
             if best is not None and not os.path.isfile(os.path.join(best, state_file.STATE_FILE)):
                 best = None  # the run's last state was saved (`copy_best_state`)
-            add_kgps_section(self.trainer, self.selector, config, self.ledger, self.dataset, self.metadata, best)
+            add_kgps_section(
+                self.trainer, self.selector, config, self.ledger, self.dataset, self.metadata, best, self.copies
+            )

@@ -4,10 +4,12 @@ write, its validation and where it is read from (a local folder or a Hub repo).
 
 One uncompressed `.npz` holds the selector's `state_dict()` (its arrays as `selector.<key>`, its other values in the
 JSON `meta["selector"]`, with the selector's own state version), the sampler's `state_dict()` (its arrays as they
-are, its counters `batches_chosen` and `batches_scored` in `meta`), and `meta`: `selector_class`, `num_prompts`,
-`batch_size`, `prompts` (the digest of the train dataset's rows, `prompts_digest`; absent before trl-kgps 0.3, and of
-the `prompt` column alone in a state of trl-kgps 0.3.0.dev), `trainer` (the trainer's `global_step` when it saved, and
-the arguments that map its steps to generation batches; absent before trl-kgps 0.3), `format` (`FORMAT_VERSION`).
+are, its counters `batches_chosen` and `batches_scored` in `meta`), where rows repeat prompts each row's prompt
+(`copies_prompt_of_row`), and `meta`: `selector_class`, `num_prompts` (distinct prompts), `batch_size`, `copies` (the
+key column, where rows repeat prompts), `prompts` (the digest of the train dataset's rows,
+`prompts_digest`; absent before trl-kgps 0.3, and of the `prompt` column alone in a state of trl-kgps 0.3.0.dev),
+`trainer` (the trainer's `global_step` when it saved, and the arguments that map its steps to generation batches;
+absent before trl-kgps 0.3), `format` (`FORMAT_VERSION`).
 """
 
 import json
@@ -22,6 +24,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from . import older_states
+from .copies import PromptCopies
 from .prompts_digest import mismatch
 from .protocol import PromptSelector
 
@@ -31,6 +34,8 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "kgps_state.npz"
 FORMAT_VERSION = 2
 _SELECTOR = "selector."
+# Each row's prompt, `(N,)` int32, in a state over a dataset whose rows repeat prompts (`engine.copies`).
+COPIES = "copies_prompt_of_row"
 # What may name a Hub repo (huggingface_hub's `validate_repo_id`, which `read` does not import for a local path):
 # "name" or "namespace/name" of letters, digits, "_", "-" and ".", neither "--" nor "..", not a ".npz" file name.
 _REPO_ID = re.compile(r"^(?!.*(--|\.\.))(\b[\w\-.]+\b/)?\b[\w\-.]+\b(?<!\.npz)$")
@@ -110,14 +115,18 @@ def write(
     ledger_state: dict[str, Any],
     prompts: dict[str, Any] | None = None,
     trainer: dict[str, int] | None = None,
+    copies: PromptCopies | None = None,
 ) -> str:
     """
     Writes `directory/kgps_state.npz` from a selector, its sampler's `state_dict()`, the digest of the rows they
-    select among (`prompts_digest.prompts_digest`) and the `trainer`'s record (its `global_step`, and the arguments
-    that map its steps to generation batches); returns the path.
+    select among (`prompts_digest.prompts_digest`), the `trainer`'s record (its `global_step`, and the arguments
+    that map its steps to generation batches) and, where rows repeat a prompt, the `copies`: each row's prompt
+    (`COPIES`, `(N,)` int32) and the key column; returns the path.
     """
     os.makedirs(directory, exist_ok=True)
     arrays, selector_meta = pack_selector(selector.state_dict())
+    if copies is not None and copies.copies:
+        arrays[COPIES] = copies.prompt_of_row.astype(np.int32)
     meta = {"selector": selector_meta, "selector_class": type(selector).__name__}
     for key, value in ledger_state.items():
         if isinstance(value, np.ndarray):
@@ -129,6 +138,8 @@ def write(
         meta["prompts"] = prompts
     if trainer is not None:
         meta["trainer"] = {key: int(value) for key, value in trainer.items()}
+    if COPIES in arrays:
+        meta["copies"] = {"key": copies.key}
     path = os.path.join(directory, STATE_FILE)
     save(path, arrays, meta)
     return path
@@ -164,13 +175,14 @@ def read_run(
     if saved_class != type(selector).__name__:
         raise ValueError(f"it holds a {saved_class}, but this run uses {type(selector).__name__}")
     if prompts is not None:
-        reason = None if "prompts" not in meta else mismatch(meta["prompts"], prompts, num_prompts)
+        rows = arrays[COPIES].size if COPIES in arrays else num_prompts
+        reason = None if "prompts" not in meta else mismatch(meta["prompts"], prompts, rows)
         if reason is not None:
             raise ValueError(reason)
         unchecked = older_states.digest_warning(path, meta.get("prompts"))
         if unchecked is not None:
             logger.warning(unchecked)
-    ledger_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR)}
+    ledger_state = {key: value for key, value in arrays.items() if not key.startswith(_SELECTOR) and key != COPIES}
     ledger_state.update(batches_chosen=meta["batches_chosen"], batches_scored=meta["batches_scored"])
     return unpack_selector(arrays, meta), ledger_state
 
@@ -218,6 +230,13 @@ def read(
             "for the Hub, check the repo id, your connection, HF_HUB_OFFLINE and your token."
         ) from error
     return load(path)
+
+
+def saved_copies(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> PromptCopies | None:
+    """The rows that are copies of one prompt in a state file's `arrays` and `meta`; `None`: one prompt per row."""
+    if COPIES not in arrays:
+        return None
+    return PromptCopies(arrays[COPIES], key=meta.get("copies", {}).get("key"))
 
 
 def selector_state(
