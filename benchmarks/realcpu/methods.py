@@ -17,7 +17,8 @@ know what no real selector can:
   (`realcpu.allocation`); `oracle_wide`
   trains half as many prompts with groups twice as large (`B/2 x 2G`, drawn as `oracle` draws for groups of `2G`);
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
-  (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone);
+  (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone); `one_line_by_row` the
+  one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`);
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
@@ -64,7 +65,13 @@ SUITE = (
 )  # fmt: skip
 # `KGPSCallback()` as users write it, on the columns a user's dataset holds: the regime's `level` (true or corrupted,
 # never `true_level`), or none.
-ONE_LINE = {"one_line": ("prompt", "answer", "level"), "one_line_no_metadata": ("prompt", "answer")}
+ONE_LINE = {
+    "one_line": ("prompt", "answer", "level"),
+    "one_line_no_metadata": ("prompt", "answer"),
+    "one_line_by_row": ("prompt", "answer", "level"),
+}
+# The one line with one belief per row, as before prompts' copies shared one (`KGPSConfig(prompt_key=None)`).
+BY_ROW = {"one_line_by_row": KGPSConfig(prompt_key=None)}
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
@@ -98,7 +105,7 @@ def dataset_for(method: str, train):
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
-    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD,
+    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *BY_ROW,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")
@@ -342,7 +349,7 @@ def build(method: str, setting, model, seed: int):
     """
     method = base_method(method)
     if method in ONE_LINE:
-        return None, KGPSConfig()
+        return None, BY_ROW.get(method, KGPSConfig())
     G = setting.regime.num_generations * WIDE.get(method.partition("@")[0], 1)  # the group the oracles draw for
     config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
     if config is not None:

@@ -32,7 +32,7 @@ class Snapshots(TrainerCallback):
                 true=self.setting.true_success(model, self.setting.train),
                 heldout=float(self.setting.true_success(model, self.setting.test).mean()),
                 # Before a warmup epoch ends a selector has no prediction of its own.
-                predicted=None if self.kgps.in_warmup else np.asarray(self.kgps.selector.predicted_success(), float),
+                predicted=None if self.kgps.in_warmup else by_row(self.kgps, self.kgps.selector.predicted_success()),
             )
         )
 
@@ -42,6 +42,12 @@ class Snapshots(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every == 0:
             self.take(model, state.global_step)
+
+
+def by_row(kgps, values: np.ndarray) -> np.ndarray:
+    """A selector's `(P,)` values for its distinct prompts as the `(N,)` values of the train dataset's rows: each row
+    gets its prompt's (rows and prompts are one where no row repeats another's prompt)."""
+    return np.asarray(values, float)[kgps.adapter.copies.prompt_of_row]
 
 
 def run(setting, method: str, seed: int, observers=()) -> dict:
@@ -113,7 +119,10 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         batch_mae=[(r["step"], r["kgps/mae"]) for r in logged if "kgps/mae" in r],
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),
-        times_selected=kgps.ledger.times_selected.tolist(),
+        # each prompt's count on its first row, where rows repeat prompts
+        times_selected=np.bincount(
+            kgps.adapter.copies.first_row, kgps.ledger.times_selected, minlength=len(train)
+        ).astype(int).tolist(),
         levels=setting.true_levels.tolist(),
         dropped_share=_dropped_share(trainer),
         capped_steps=getattr(trainer, "capped_steps", None),

@@ -47,6 +47,8 @@ class Regime:
             the last step.
         steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
         warm_start (`int`): the seed of the warm start the policy starts from (its initial weights and batch order).
+        copies (`int`): rows per prompt: the pool's every row repeated this many times, the rows shuffled (DAPO-Math-17k
+            repeats each prompt about 100 times). The truth is measured once per prompt and given to each copy.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Regime:
     lr_warmup_steps: int = 10
     snapshot_every: int = 20
     warm_start: int = 0
+    copies: int = 1
 
     @property
     def rollouts_per_step(self) -> int:
@@ -113,7 +116,14 @@ CORRUPTED = {
         ),
     )
 }  # fmt: skip
-ALL_REGIMES = {**REGIMES, **CORRUPTED}
+# Datasets as users bring them: a pool whose every prompt is on many rows.
+USERS_DATA = {
+    regime.name: regime
+    for regime in (
+        Regime("copies_20", "as `base`, every prompt on 20 shuffled rows (10,240 rows)", copies=20, learning_rate=2.8e-4),
+    )
+}
+ALL_REGIMES = {**REGIMES, **CORRUPTED, **USERS_DATA}
 COLUMNS = ("level", "wrong_labels", "merged_levels", "unrelated")
 
 
@@ -136,10 +146,15 @@ class Setting:
         return np.asarray(self.train[column])
 
     def true_success(self, model, dataset) -> np.ndarray:
-        """Every prompt's exact success rate under GRPO's sampling (one teacher-forced pass, no sampling noise)."""
+        """Every row's exact success rate under GRPO's sampling (one teacher-forced pass, no sampling noise), measured
+        once per prompt where rows repeat prompts (`Regime.copies`)."""
         from trl_kgps.tasks.evaluation import answer_probabilities
 
-        return answer_probabilities(model, self.tokenizer, dataset["prompt"], dataset["answer"])
+        if self.regime.copies == 1:
+            return answer_probabilities(model, self.tokenizer, dataset["prompt"], dataset["answer"])
+        prompts, first, row_prompt = np.unique(np.asarray(dataset["prompt"]), return_index=True, return_inverse=True)
+        answers = [dataset["answer"][int(i)] for i in first]
+        return answer_probabilities(model, self.tokenizer, prompts.tolist(), answers)[row_prompt]
 
     def fingerprint(self) -> dict:
         """Hashes of what the regime trains on: a change in the data or the warm start shows up here."""
@@ -206,6 +221,9 @@ def splits(regime: Regime):
     if regime.column != "level":
         labels = corrupted_labels(np.asarray(train["level"]), regime.column, np.random.default_rng(5))
         train = train.rename_column("level", "true_level").add_column("level", labels.tolist())
+    if regime.copies > 1:
+        rows = np.random.default_rng(7).permutation(np.repeat(np.arange(len(train)), regime.copies))
+        train = train.select(rows).flatten_indices()
     return train, test
 
 
