@@ -106,6 +106,8 @@ class KGPSConfig:
             Prior logit variance of the part prompts share; 0 for one filter per prompt. In `[0, 1e12]`.
         feature_columns (`list[str]` or `None`, *optional*, defaults to `None`):
             Train-dataset columns prompts share; `None` finds them, `[]` shares one factor across the pool.
+        prior_column (`str` or `None`, *optional*, defaults to `None`):
+            Column of another model's success rates in `[0, 1]`: each belief starts from it; `None` finds one.
         prompt_key (`str` or `None`, *optional*, defaults to `"prompt"`):
             Column whose equal values mark copies of one prompt, which share one belief; `None`: one per row.
         shared_noise_share (`float`, *optional*, defaults to `0.5`):
@@ -202,6 +204,17 @@ class KGPSConfig:
             "nargs": "+",
         },
     )
+    prior_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Train-dataset column of success rates in [0, 1] measured offline by another model (e.g. "
+            "Big-Math's 'llama8b_solve_rate'): each prompt's belief starts from its rate's bin (never solved, tenths, "
+            "always solved), and how far each bin's rate holds for this policy is learned from its rollouts. Unset: "
+            "with feature_columns unset, KGPS uses a column it finds whose name says it is a rate (solve_rate, "
+            "pass_rate, pass@k, avg@k, accuracy, difficulty) and whose values lie in [0, 1], never one a reward "
+            "function reads. Needs shared_variance > 0.",
+        },
+    )
     prompt_key: str | None = field(
         default="prompt",
         metadata={
@@ -293,6 +306,11 @@ class KGPSConfig:
                     f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
                     "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
                 )
+        if self.prior_column is not None and self.shared_variance == 0:
+            raise ValueError(
+                f"prior_column={self.prior_column!r} needs shared_variance > 0 (it is 0): the rates start the shared "
+                "part of each prompt's belief. Set shared_variance=1.0, or drop prior_column."
+            )
         if self.shared_variance > 0 and self.observation == "logit":
             raise ValueError(
                 "shared_variance > 0 (a factor shared across prompts) works with observation='binomial', got "
@@ -351,6 +369,13 @@ class KGPSConfig:
                 self.feature_columns,
                 "be distinct column names of the train dataset",
                 "use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
+            )
+        if self.prior_column is not None and not are_names(self.prior_column):
+            raise refusal(
+                "prior_column",
+                self.prior_column,
+                "be a column name of the train dataset or None",
+                "use e.g. 'solve_rate', or None to let KGPS find one",
             )
         if self.prompt_key is not None and not are_names(self.prompt_key):
             raise refusal(

@@ -18,7 +18,8 @@ know what no real selector can:
   trains half as many prompts with groups twice as large (`B/2 x 2G`, drawn as `oracle` draws for groups of `2G`);
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone); `one_line_by_row` the
-  one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`);
+  one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`); the one line reads
+  a regime's `solve_rate` column as a user's dataset ships it, and `one_line_no_prior` is it without that column;
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
@@ -66,9 +67,10 @@ SUITE = (
 # `KGPSCallback()` as users write it, on the columns a user's dataset holds: the regime's `level` (true or corrupted,
 # never `true_level`), or none.
 ONE_LINE = {
-    "one_line": ("prompt", "answer", "level"),
+    "one_line": ("prompt", "answer", "level", "solve_rate"),
     "one_line_no_metadata": ("prompt", "answer"),
     "one_line_by_row": ("prompt", "answer", "level"),
+    "one_line_no_prior": ("prompt", "answer", "level"),
 }
 # The one line with one belief per row, as before prompts' copies shared one (`KGPSConfig(prompt_key=None)`).
 BY_ROW = {"one_line_by_row": KGPSConfig(prompt_key=None)}
@@ -98,14 +100,16 @@ def steps(method: str, regime) -> int:
 def dataset_for(method: str, train):
     """The train dataset as `method` sees it: for the one line, only the columns a user's dataset holds (`ONE_LINE`)."""
     method = base_method(method)
-    return train.select_columns(list(ONE_LINE[method])) if method in ONE_LINE else train
+    if method not in ONE_LINE:
+        return train
+    return train.select_columns([name for name in ONE_LINE[method] if name in train.column_names])
 
 
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
-    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *BY_ROW,
+    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *BY_ROW, "one_line_no_prior",
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")

@@ -120,9 +120,9 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),
         # each prompt's count on its first row, where rows repeat prompts
-        times_selected=np.bincount(
-            kgps.adapter.copies.first_row, kgps.ledger.times_selected, minlength=len(train)
-        ).astype(int).tolist(),
+        times_selected=np.bincount(kgps.adapter.copies.first_row, kgps.ledger.times_selected, minlength=len(train))
+        .astype(int)
+        .tolist(),
         levels=setting.true_levels.tolist(),
         dropped_share=_dropped_share(trainer),
         capped_steps=getattr(trainer, "capped_steps", None),

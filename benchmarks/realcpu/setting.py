@@ -47,6 +47,9 @@ class Regime:
             the last step.
         steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
         warm_start (`int`): the seed of the warm start the policy starts from (its initial weights and batch order).
+        prior (`str`): `"fresh"` or `"stale"` adds a `solve_rate` column, each prompt's share right of 8 samples
+            (`PRIOR_SAMPLES`) from a warm start's true success rate: the regime's own (fresh), or the other warm
+            start's (stale: another policy's pass rates, as a dataset ships them); `""` none.
         copies (`int`): rows per prompt: the pool's every row repeated this many times, the rows shuffled (DAPO-Math-17k
             repeats each prompt about 100 times). The truth is measured once per prompt and given to each copy.
     """
@@ -64,6 +67,7 @@ class Regime:
     lr_warmup_steps: int = 10
     snapshot_every: int = 20
     warm_start: int = 0
+    prior: str = ""
     copies: int = 1
 
     @property
@@ -121,8 +125,18 @@ USERS_DATA = {
     regime.name: regime
     for regime in (
         Regime("copies_20", "as `base`, every prompt on 20 shuffled rows (10,240 rows)", copies=20, learning_rate=2.8e-4),
+        Regime(
+            "prior_fresh", "as `base`, with a `solve_rate` column: the warm start's pass rate over 8 samples",
+            prior="fresh", learning_rate=2.8e-4,
+        ),
+        Regime(
+            "prior_stale", "as `base`, with a `solve_rate` column measured on the other warm start (another policy)",
+            prior="stale", learning_rate=2.8e-4,
+        ),
     )
-}
+}  # fmt: skip
+# A `solve_rate` column's samples per prompt (INTELLECT-3-RL ships `avg@8`), drawn with this seed.
+PRIOR_SAMPLES, PRIOR_SEED = 8, 11
 ALL_REGIMES = {**REGIMES, **CORRUPTED, **USERS_DATA}
 COLUMNS = ("level", "wrong_labels", "merged_levels", "unrelated")
 
@@ -290,6 +304,13 @@ def build(regime: Regime) -> Setting:
 
     model, tokenizer = policy(regime.warm_start)
     train, test = splits(regime)
+    if regime.prior:
+        from trl_kgps.tasks.evaluation import answer_probabilities
+
+        measured_on = model if regime.prior == "fresh" else policy(1 - regime.warm_start)[0]
+        p = answer_probabilities(measured_on, tokenizer, train["prompt"], train["answer"])
+        solved = np.random.default_rng(PRIOR_SEED).binomial(PRIOR_SAMPLES, p) / PRIOR_SAMPLES
+        train = train.add_column("solve_rate", solved.tolist())
     return Setting(regime, model, tokenizer, train, test, arithmetic.arithmetic_reward, grpo_arguments(regime))
 
 

@@ -5,6 +5,7 @@ format `set_format` gave the dataset), the metadata columns the one line shares 
 """
 
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import pyarrow.compute as pc
 
 from ..config import NO_METADATA, KGPSConfig
 from ..engine.protocol import PromptSelector
+from ..selectors.prior_rates import Rates
 from ..selectors.registry import build_selector
 from ..selectors.shared_factor import MAX_CATEGORICAL_VALUES
 from .reward_reads import ColumnReaders
@@ -28,6 +30,10 @@ MAX_METADATA_VALUES = 64
 MIN_ROWS_PER_VALUE = 2
 # A column with more distinct values than the limit in its first rows (a text, an id) is refused from those alone.
 _FIRST_ROWS = 4096
+# What names a column of success rates another model measured (Big-Math's `llama8b_solve_rate`, Polaris's
+# `difficulty`, INTELLECT-3-RL's `avg@8_qwen3_4b`), which the one line starts its beliefs from when its values lie in
+# [0, 1] (`find_metadata`).
+RATE_NAMES = re.compile(r"solve_?rate|pass_?rate|pass@|avg@|accuracy|success_?rate|difficulty", re.IGNORECASE)
 
 
 @dataclasses.dataclass
@@ -39,20 +45,23 @@ class Metadata:
         columns (`list[str]`): the metadata columns, in the dataset's order.
         values (`dict[str, int]`): the distinct values of each.
         skipped (`dict[str, str]`): every other column, with why it is not metadata.
+        prior (`str` or `None`): the column of success rates KGPS starts its beliefs from, if any.
         per_prompt (`dict[str, float]`): with no column, the per-prompt filter's prior and temperature in use.
     """
 
     columns: list[str]
     values: dict[str, int]
     skipped: dict[str, str]
+    prior: str | None = None
     per_prompt: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
         """One line for the log: what KGPS shares by, and what it does not read."""
         skipped = "; ".join(f"`{c}`: {why}" for c, why in self.skipped.items())
-        if self.columns:
+        if self.columns or self.prior:
             read = ", ".join(f"`{c}` ({self.values[c]} values)" for c in self.columns)
-            said = f"KGPS shares what it learns across prompts by {read}"
+            prior = f"the bins of the success rates in `{self.prior}`, each starting at its rate" if self.prior else ""
+            said = f"KGPS shares what it learns across prompts by {' and '.join(filter(None, (read, prior)))}"
         else:
             said = "KGPS found no metadata column to share by, and keeps one filter per prompt"
             if self.per_prompt:
@@ -99,12 +108,14 @@ def find_metadata(dataset: Any, readers: ColumnReaders | None = None) -> Metadat
     kinds = getattr(dataset, "features", None) or {}
     names = list(getattr(dataset, "column_names", None) or [])
     read = readers.reasons(names) if readers is not None else {}
-    columns, values, skipped = [], {}, {}
+    columns, values, skipped, prior = [], {}, {}, None
     for name in names:
         if name in INPUT_COLUMNS:
             skipped[name] = "the model's input"
         elif name in read:
             skipped[name] = read[name]
+        elif prior is None and RATE_NAMES.search(name) and _is_rates(dataset, name):
+            prior = name
         else:
             distinct, why = _groups(dataset, name, kinds.get(name))
             total = sum(values.values()) + distinct
@@ -118,7 +129,19 @@ def find_metadata(dataset: Any, readers: ColumnReaders | None = None) -> Metadat
                 values[name] = distinct
             else:
                 skipped[name] = why
-    return Metadata(columns, values, skipped)
+    return Metadata(columns, values, skipped, prior)
+
+
+def _is_rates(dataset: Any, name: str) -> bool:
+    """Whether column `name` holds floats in `[0, 1]` (missing values aside), at least two distinct ones."""
+    try:
+        values = column(dataset, name)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+    if not pa.types.is_floating(values.type) or values.null_count == len(values):
+        return False
+    low, high = pc.min_max(values).values()
+    return 0 <= low.as_py() <= 1 and 0 <= high.as_py() <= 1 and low.as_py() < high.as_py()
 
 
 def _groups(dataset: Any, name: str, feature: Any) -> tuple[int, str | None]:
@@ -164,15 +187,18 @@ def with_metadata(
     """
     `(config, metadata)`: `config` naming the feature columns KGPS reads from `dataset`, and what `find_metadata`
     found. It looks only when `config.feature_columns` is unset and `shared_variance > 0` (else `metadata` is `None`
-    and `config` is returned as it is). The columns it finds are named; when it finds none, KGPS keeps one filter per
-    prompt: the fields of `NO_METADATA` that `config` leaves at their defaults take its values (a field set to its
+    and `config` is returned as it is). The columns it finds are named, and the column of success rates it finds
+    (or `config.prior_column`) starts the beliefs; when it finds neither, KGPS keeps one filter per prompt: the fields of `NO_METADATA` that `config` leaves at their defaults take its values (a field set to its
     default's value is taken as left unset: `KGPSConfig.per_prompt(candidates=0, ...)` sets them all).
     """
     if config.feature_columns is not None or config.shared_variance == 0:
         return config, None
     metadata = find_metadata(dataset, readers)
-    if metadata.columns:
-        return dataclasses.replace(config, feature_columns=metadata.columns), metadata
+    if config.prior_column is not None:  # named: not one found
+        metadata.skipped.pop(config.prior_column, None)
+        metadata.prior = config.prior_column
+    if metadata.columns or metadata.prior:
+        return dataclasses.replace(config, feature_columns=metadata.columns, prior_column=metadata.prior), metadata
     defaults = {f.name: f.default for f in dataclasses.fields(KGPSConfig)}
     unset = {name: value for name, value in NO_METADATA.items() if getattr(config, name) == defaults[name]}
     config = dataclasses.replace(config, **unset)
@@ -192,35 +218,50 @@ def selector_for(
     num_prompts = len(dataset) if rows is None else len(rows)
     if name != "kgps":
         return build_selector(name, num_prompts, config, seed)
-    features = read_features(dataset, config.feature_columns or None)
+    features = read_features(dataset, config.feature_columns or None, config.prior_column)
     if features is not None and rows is not None and num_prompts != len(dataset):
-        features = {
-            column: values[rows] if isinstance(values, np.ndarray) else [values[i] for i in rows.tolist()]
-            for column, values in features.items()
-        }
+        features = {name: _at(values, rows) for name, values in features.items()}
     return build_selector(name, num_prompts, config, seed, features)
 
 
-def read_features(dataset: Any, columns: list[str] | None) -> dict[str, np.ndarray] | None:
+def _at(values: Any, rows: np.ndarray) -> Any:
+    """A feature's values at `rows`: an array's, a list's or `Rates`'."""
+    if isinstance(values, Rates):
+        return Rates(values.name, values.values[rows])
+    return values[rows] if isinstance(values, np.ndarray) else [values[i] for i in rows.tolist()]
+
+
+def read_features(
+    dataset: Any, columns: list[str] | None, prior_column: str | None = None
+) -> dict[str, np.ndarray | Rates] | None:
     """
     `{column: values}` for `KGPSSelector(features=...)`, one value per row of `dataset` in its order (so identical on
-    every rank), or `None` when `columns` is `None`: labels as an `(N,)` array (ints, bools or strings), an
-    embedding as `(N, E)` float64. The values' checks (missing values, types) are `shared.design`'s.
+    every rank), or `None` when `columns` is `None` and there is no `prior_column`: labels as an `(N,)` array (ints,
+    bools or strings), an embedding as `(N, E)` float64, the `prior_column` as `Rates`. The values' checks (missing
+    values, types) are `shared.design`'s and `Rates`'.
 
     Raises:
         `ValueError`: a column the dataset does not have, naming the columns it has.
     """
-    if columns is None:
+    if columns is None and prior_column is None:
         return None
     available = list(getattr(dataset, "column_names", None) or [])
-    missing = [name for name in columns if name not in available]
+    missing = [name for name in columns or [] if name not in available]
     if missing:
         raise ValueError(
             f"feature_columns names {missing}, which the train dataset does not have (its columns: {available}). "
             "Name columns it has, e.g. MATH's 'level' and 'type'; feature_columns=[] reads none (one factor shared "
             "by all prompts), and leaving it unset lets KGPS find them."
         )
-    return {name: _feature(dataset, name) for name in columns}
+    features = {name: _feature(dataset, name) for name in columns or []}
+    if prior_column is not None:
+        if prior_column not in available:
+            raise ValueError(
+                f"prior_column={prior_column!r} names a column the train dataset does not have (its columns: "
+                f"{available}): name its column of success rates in [0, 1], or leave prior_column unset."
+            )
+        features[prior_column] = Rates(prior_column, column(dataset, prior_column).to_numpy(zero_copy_only=False))
+    return features
 
 
 def _feature(dataset: Any, name: str) -> np.ndarray | list:
