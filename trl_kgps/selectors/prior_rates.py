@@ -33,10 +33,14 @@ class Rates:
     """
 
     def __init__(self, name: str, values):
-        try:
-            rates = np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
-        except (TypeError, ValueError):
-            rates = None
+        rates = None
+        if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":  # a column read through Arrow: at once
+            rates = values.astype(np.float64)
+        elif not any(isinstance(v, (str, bytes)) for v in values):  # numpy would read "0.3" as 0.3
+            try:
+                rates = np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+            except (TypeError, ValueError):
+                pass
         if rates is None or rates.ndim != 1 or ((rates < 0) | (rates > 1) | np.isinf(rates)).any():
             bad = next((v for v in values if not _is_rate(v)), None)
             raise ValueError(
@@ -70,6 +74,8 @@ def _bin_name(i: int) -> str:
 
 
 def _is_rate(value) -> bool:
+    if isinstance(value, (str, bytes)):
+        return False
     try:
         return value is None or value != value or 0.0 <= float(value) <= 1.0
     except (TypeError, ValueError):
