@@ -94,3 +94,23 @@ def test_the_worker_talks_to_the_service_over_its_connection_and_learns_of_its_f
             served.raise_error()
     finally:
         served.stop()
+
+
+def test_with_copies_the_worker_is_handed_rows_and_its_rows_reach_their_prompts():
+    """Twelve prompts on 24 rows (row r holds prompt r % 12, its first row r < 12): the worker gets each prompt's first
+    row; a group reported under another copy's row is refused; the batch reaches the prompts."""
+    from trl_kgps.engine.copies import PromptCopies
+
+    copies = PromptCopies(np.arange(24) % 12)
+    engine = SelectionEngine(KGPSSelector(12, KGPSConfig(), seed=0), B)
+    served = SelectionService(engine, KGPSConfig(), queue.Queue(), lambda: 0, G, copies=copies)
+    served._set_columns(["accuracy"])
+    reference = KGPSSelector(12, KGPSConfig(), seed=0)
+    batch_id, rows = served.choose()
+    np.testing.assert_array_equal(rows, reference.select(B))  # first rows are the prompts' numbers here
+    with pytest.raises(RuntimeError, match="did not hand out or already counted"):
+        served.observe(batch_id, 0, rows[1] + 12, 0, rewards(1))  # a copy of another prompt at that position
+    for position, row in enumerate(rows):
+        served.observe(batch_id, position, row + 12 * (position % 2), 0, rewards(position))  # either copy's row
+    reference.update(np.array(rows), np.arange(B), np.full(B, G))
+    np.testing.assert_array_equal(served.engine.selector.mean, reference.mean)
