@@ -18,7 +18,8 @@ know what no real selector can:
   trains half as many prompts with groups twice as large (`B/2 x 2G`, drawn as `oracle` draws for groups of `2G`);
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone); `one_line_by_row` the
-  one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`); the one line reads
+  one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`), and
+  `one_line_no_metadata_by_row` the same without the `level` column; the one line reads
   a regime's `solve_rate` column as a user's dataset ships it, and `one_line_no_prior` is it without that column;
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
@@ -71,9 +72,10 @@ ONE_LINE = {
     "one_line_no_metadata": ("prompt", "answer"),
     "one_line_by_row": ("prompt", "answer", "level"),
     "one_line_no_prior": ("prompt", "answer", "level"),
+    "one_line_no_metadata_by_row": ("prompt", "answer"),
 }
 # The one line with one belief per row, as before prompts' copies shared one (`KGPSConfig(prompt_key=None)`).
-BY_ROW = {"one_line_by_row": KGPSConfig(prompt_key=None)}
+BY_ROW = {"one_line_by_row": KGPSConfig(prompt_key=None), "one_line_no_metadata_by_row": KGPSConfig(prompt_key=None)}
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.

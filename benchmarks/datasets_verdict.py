@@ -1,0 +1,125 @@
+"""
+What the datasets users bring change: copies of a prompt sharing one belief, and a column of another model's solve
+rates as the prior. Each comparison is paired by seed (the mean over seeds of the difference, with its standard error,
+SE = std / sqrt(n - 1)), at the suite's tuned learning rate.
+
+```bash
+python benchmarks/datasets_verdict.py   # the committed runs; writes benchmarks/results/datasets_verdict.md
+```
+
+The runs (`benchmarks/results/`):
+
+- `copies_20/`: `copies_20` (the `base` pool with every prompt on 20 shuffled rows), uniform, the one line (copies
+  share a belief, the default) and `one_line_by_row` (one belief per row), seeds 0-4:
+  `python benchmarks/real_cpu.py --regimes copies_20 --methods uniform,one_line,one_line_by_row --out
+  benchmarks/results/copies_20`; `copies_20_no_metadata/`: the same without the `level` column,
+  `--methods one_line_no_metadata,one_line_no_metadata_by_row --merge benchmarks/results/copies_20/real_cpu.json
+  --out benchmarks/results/copies_20_no_metadata`;
+- `prior_0_4/`, `prior_5_9/`: `prior_fresh` (a `solve_rate` column from the warm start's own success, 8 samples a
+  prompt) and `prior_stale` (from the other warm start's), uniform, the one line (which finds the column) and
+  `one_line_no_prior` (the same dataset without it), seeds 0-4, then 5-9 once:
+  `python benchmarks/real_cpu.py --regimes prior_fresh,prior_stale --methods uniform,one_line,one_line_no_prior
+  --seeds 0,1,2,3,4 --out benchmarks/results/prior_0_4` (and `--seeds 5,6,7,8,9 --held_back 5 --out
+  benchmarks/results/prior_5_9`).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.one_line_verdict import mean_se  # noqa: E402
+from benchmarks.realcpu.report import rollouts_to_reach  # noqa: E402
+
+
+RESULTS = "benchmarks/results"
+FILES = (
+    "copies_20/real_cpu.json",
+    "copies_20_no_metadata/real_cpu.json",
+    "prior_0_4/real_cpu.json",
+    "prior_5_9/real_cpu.json",
+)
+# (regime, method, its comparison), in the table's order.
+COMPARISONS = (
+    ("copies_20", "one_line", "one_line_by_row"),
+    ("copies_20", "one_line", "uniform"),
+    ("copies_20", "one_line_by_row", "uniform"),
+    ("copies_20", "one_line_no_metadata", "one_line_no_metadata_by_row"),
+    ("copies_20", "one_line_no_metadata", "uniform"),
+    ("copies_20", "one_line_no_metadata_by_row", "uniform"),
+    ("prior_fresh", "one_line", "one_line_no_prior"),
+    ("prior_fresh", "one_line_no_prior", "uniform"),
+    ("prior_stale", "one_line", "one_line_no_prior"),
+    ("prior_stale", "one_line_no_prior", "uniform"),
+)
+EARLY_STEP = 100  # the snapshot at which the prior's head start is read
+
+
+def load(results: str = RESULTS) -> dict:
+    """`runs[regime][method][seed]`, the union of the files that exist."""
+    runs: dict = {}
+    for name in FILES:
+        path = os.path.join(results, name)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for regime, entry in json.load(f)["regimes"].items():
+                for method, seeds in entry["runs"].items():
+                    for seed, run in seeds.items():
+                        runs.setdefault(regime, {}).setdefault(method, {}).setdefault(seed, run)
+    return runs
+
+
+def compare(mine: dict, theirs: dict) -> dict[str, float]:
+    """One seed: the final held-out accuracy and that at `EARLY_STEP` minus the other's, the rollouts saved to reach
+    the other's accuracy at `EARLY_STEP` (positive: fewer needed), and the mean absolute error of the predicted
+    success against the truth, over every training prompt, before the first step and at `EARLY_STEP`."""
+    early = mine["steps"].index(EARLY_STEP)
+    target = theirs["heldout_accuracy"][early]
+    return dict(
+        final=mine["heldout_accuracy"][-1] - theirs["heldout_accuracy"][-1],
+        early=mine["heldout_accuracy"][early] - target,
+        saved=theirs["rollouts"][early] - rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], target),
+        error_start=mine["mae_vs_true"][0] - theirs["mae_vs_true"][0],
+        error_early=mine["mae_vs_true"][early] - theirs["mae_vs_true"][early],
+    )
+
+
+def table(runs: dict) -> str:
+    lines = [
+        f"| regime | method minus | final held-out | held-out at step {EARLY_STEP} | rollouts saved to reach its "
+        f"step-{EARLY_STEP} accuracy | error of predicted success: start | step {EARLY_STEP} | seeds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for regime, method, other in COMPARISONS:
+        mine, theirs = runs.get(regime, {}).get(method, {}), runs.get(regime, {}).get(other, {})
+        seeds = sorted(set(mine) & set(theirs), key=int)
+        if not seeds:
+            continue
+        rows = [compare(mine[s], theirs[s]) for s in seeds]
+        cells = []
+        for key, digits in (("final", 3), ("early", 3), ("saved", 0), ("error_start", 3), ("error_early", 3)):
+            mean, se = mean_se(np.asarray([row[key] for row in rows], float))
+            cells.append(f"{mean:+.{digits}f} ± {se:.{digits}f}".replace("-", "−"))
+        lines.append(f"| `{regime}` | `{method}` − `{other}` | " + " | ".join(cells) + f" | {seeds[0]}-{seeds[-1]} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default=RESULTS)
+    args = parser.parse_args(argv)
+    text = "# The datasets users bring\n\n" + table(load(args.results)) + "\n"
+    with open(os.path.join(args.results, "datasets_verdict.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
