@@ -144,10 +144,10 @@ def test_quickstart(tmp_path):
     assert out_of_reach == "level 4" and per_group[out_of_reach]["predicted_success"] < 0.25
     assert per_group[out_of_reach]["times_selected"] < uniform * 0.8
     assert all(group["times_selected"] > uniform for name, group in per_group.items() if name != out_of_reach)
-    printed = outputs(cells, "rollouts")
-    assert f"(uniform sampling: {uniform:.2f} each)" in printed
-    shown = {line.rpartition(" ")[0].strip(): line.rpartition(" ")[2] for line in printed.splitlines()[1:]}
-    assert shown == {name: f"{group['times_selected']:.2f}" for name, group in per_group.items()}
+    heading, *rows = stdout(cells, "rollouts").splitlines()
+    assert heading == f"times selected per prompt (uniform sampling: {uniform:.2f} each):"
+    printed = {name.strip(): value for name, _, value in (row.rpartition(" ") for row in rows)}
+    assert printed == {name: f"{group['times_selected']:.2f}" for name, group in per_group.items()}
 
     # The shown tables, the three figures, and the state saved and loaded back as push_to_hub would.
     for cell_id, shown in (("table", "level=1"), ("hardest", "level=4")):
