@@ -96,6 +96,13 @@ def test_relative_links_stay_inside_docs(page):
     )
 
 
+def test_the_own_data_page_quotes_its_example_whole():
+    """docs/own_data.md shows examples/own_data.py as it is (tests/examples runs it and checks the page's output)."""
+    page = (DOCS / "own_data.md").read_text()
+    (quoted,) = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    assert quoted == (ROOT / "examples" / "own_data.py").read_text()
+
+
 def test_hugging_face_item_types_become_the_plain_types_google_style_reads():
     pytest.importorskip("griffe")
     spec = importlib.util.spec_from_file_location("griffe_plain_types", DOCS / "griffe_plain_types.py")

@@ -150,25 +150,49 @@ def geometry_dataset(tmp_path_factory):
     return path
 
 
+def offline_env(tmp_path):
+    """The environment an example runs in: offline, one thread, its own datasets cache under `tmp_path`."""
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_CACHE": str(tmp_path / "datasets-cache"),
+    }
+
+
 @pytest.fixture
 def run_example(tmp_path):
     """Runs `examples/<script>` in a subprocess for two CPU steps, offline; returns its `output_dir`."""
 
     def run(script, *args):
         output_dir = tmp_path / "output"
-        env = {
-            **os.environ,
-            "OMP_NUM_THREADS": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": "1",
-            "HF_DATASETS_CACHE": str(tmp_path / "datasets-cache"),
-        }
+        env = offline_env(tmp_path)
         command = [sys.executable, str(ROOT / "examples" / script), *SMOKE_ARGS, "--output_dir", str(output_dir)]
         result = subprocess.run(
             [*command, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
         assert result.returncode == 0, f"{script} failed:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}"
         return output_dir
+
+    return run
+
+
+@pytest.fixture
+def run_example_as_is(tmp_path):
+    """Runs `examples/<script>` in a subprocess with no arguments, offline, in `tmp_path`; returns the finished run."""
+
+    def run(script):
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / script)],
+            cwd=tmp_path,
+            env=offline_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, f"{script} failed:\n{result.stdout[-2000:]}\n{result.stderr[-6000:]}"
+        return result
 
     return run
 

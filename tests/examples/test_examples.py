@@ -1,16 +1,21 @@
 """
 The example scripts, as users launch them: each runs as a subprocess for two CPU steps on a tiny model saved to disk
-and must finish, log KGPS's metrics, checkpoint KGPS's state with the selector it was asked for, and save the model.
-What cannot run here (GPUs, DeepSpeed, vLLM, real weights) is listed in examples/README.md.
+and must finish, log KGPS's metrics, checkpoint KGPS's state with the selector it was asked for, and save the model;
+own_data.py, which takes no flags, runs whole, as docs/own_data.md shows it. What cannot run here (GPUs, DeepSpeed,
+vLLM, real weights) is listed in examples/README.md.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 from trl.import_utils import is_vllm_available
 
 from trl_kgps.engine import state_file as state_file
 from trl_kgps.script_args import KGPSScriptArguments
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 KGPS_METRICS = {"kgps/coverage", "kgps/predicted_success", "kgps/informative", "kgps/lag", "kgps/delta_norm"}
@@ -143,3 +148,39 @@ def test_geometry3k_answers_are_verified_whole(load_example):
     assert example["prompt"][0]["content"].startswith("Find x.\n")
     right, wrong = ([{"role": "assistant", "content": f"So x = \\boxed{{{x}}}."}] for x in ("2\\sqrt{3}", "2"))
     assert accuracy_reward([right, wrong], [example["solution"]] * 2) == [1.0, 0.0]
+
+
+def page_block(page, after, language="text"):
+    """The lines of the first ```language block after the text `after` in `docs/<page>`."""
+    text = (DOCS / page).read_text()
+    return text[text.index(after) :].split(f"```{language}\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def group_table(lines):
+    """{group: (predicted_success, times_selected)} from the table `examples/own_data.py` prints."""
+    rows = [line.split() for line in lines if line.startswith("digits=")]
+    return {group: (float(success), float(times)) for group, success, times in rows}
+
+
+@pytest.mark.slow
+def test_own_data(run_example_as_is, tmp_path):
+    """
+    examples/own_data.py as docs/own_data.md tells users to run it: it trains 40 steps, logs the line the page quotes,
+    checkpoints KGPS's state and prints the page's table (within the rounding of other CPUs' kernels: the warm start
+    is the same bytes everywhere).
+    """
+    result = run_example_as_is("own_data.py")
+    (logged,) = page_block("own_data.md", "Before the first step KGPS logs")
+    assert logged in result.stderr.splitlines()
+    _, meta = state_file.load(str(tmp_path / "own-data-kgps" / "checkpoint-40" / state_file.STATE_FILE))
+    assert (meta["selector_class"], meta["num_prompts"]) == ("KGPSSelector", 400)
+
+    printed = group_table(result.stdout.splitlines())
+    shown = group_table(page_block("own_data.md", "prints the table"))
+    assert printed.keys() == shown.keys() == {"digits=1+1", "digits=1+2", "digits=2+1", "digits=2+2"}
+    for group, (success, times) in printed.items():
+        assert abs(success - shown[group][0]) <= 0.03 and abs(times - shown[group][1]) <= 0.15, group
+    # What the page reads from it: the one-digit sums, right about half the time, drew the most rollouts; the sums
+    # the model never gets right drew fewer than an even spread's 0.82 (41 batches of 8 over 400 prompts).
+    assert max(printed, key=lambda group: printed[group][1]) == "digits=1+1" and 0.4 < printed["digits=1+1"][0] < 0.6
+    assert all(printed[group][0] < 0.05 and printed[group][1] < 0.82 for group in ("digits=1+2", "digits=2+1"))
