@@ -10,6 +10,7 @@ from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.adapters.dataset_columns import find_metadata, selector_for, with_metadata
 from trl_kgps.adapters.reward_reads import ColumnReaders
 from trl_kgps.selectors.prior_rates import Rates
+from trl_kgps.selectors.shared_factor import design
 
 
 def logit(p):
@@ -35,34 +36,30 @@ def test_a_value_that_is_not_a_rate_is_refused_naming_it(bad):
 def test_each_prompt_starts_at_its_bins_logit_whatever_the_other_columns():
     rng = np.random.default_rng(0)
     rates = rng.uniform(0, 1, 300).round(3)
-    labels = Rates("r", rates).labels()
-    expected = [logit(np.clip(rates[labels == label].mean(), 0.02, 0.98)) for label in labels]
-    np.testing.assert_allclose(Rates("r", rates).start(), expected, rtol=1e-12)
-    for features in ({"r": Rates("r", rates)}, {"level": rng.integers(1, 4, 300), "r": Rates("r", rates)}):
-        selector = KGPSSelector(300, KGPSConfig(), features=features)
-        np.testing.assert_allclose(selector.mean, expected, rtol=1e-6)  # the shared part starts at 0
-        assert selector.shared.design.kind == ("categorical" if "level" in features else "global")
-        restored = KGPSSelector(300, KGPSConfig(), features=features)
-        restored.load_state_dict(selector.state_dict())
-        np.testing.assert_array_equal(restored.mean, selector.mean)
+    level = rng.integers(1, 4, 300)
+    for features in ({"r": Rates("r", rates)}, {"level": level, "r": Rates("r", rates)}):
+        rows = design(300, features)
+        start = rows.rows[rows.row_of] @ rows.prior_mean  # z_i^T mu_0
+        labels = Rates("r", rates).labels()
+        expected = [logit(np.clip(rates[labels == label].mean(), 0.02, 0.98)) for label in labels]
+        np.testing.assert_allclose(start, expected, rtol=1e-12)
+    selector = KGPSSelector(300, KGPSConfig(), features={"r": Rates("r", rates)})
+    np.testing.assert_allclose(selector.mean, expected, rtol=1e-6)  # the prompt's logit mean, shared part included
 
 
-def test_a_policy_better_than_the_rates_moves_every_prompt_of_its_group_up():
-    """The rates of one model, a policy that succeeds more on every prompt of level 1: after 30 rounds on the observed
-    prompts, those never observed of level 1 predict more than their rate said, those of level 2 as their rate."""
-    rates = np.tile([0.1, 0.3, 0.5], 40)
-    level = np.repeat([1, 2], 60)
-    truth = np.where(level == 1, np.minimum(rates + 0.4, 0.95), rates)
-    features = {"level": level, "r": Rates("r", rates)}
-    selector = KGPSSelector(120, KGPSConfig(), seed=0, features=features)
+def test_a_wrong_prior_is_learned_away_from_the_policys_own_results():
+    """Every prompt at p = 0.5 whatever its rate says: after 30 rounds each bin's prompts predict 0.5, and its prompts
+    never observed have moved most of the way from where their rate started them."""
+    rates = np.repeat([0.05, 0.5, 0.95], 40)
+    selector = KGPSSelector(120, KGPSConfig(), seed=0, features={"r": Rates("r", rates)})
     rng = np.random.default_rng(1)
-    unseen = np.array([0, 1, 2, 60, 61, 62])
+    np.testing.assert_allclose(selector.shared.group_success(), [0.05, 0.5, 0.95], atol=1e-9)
     for _ in range(30):
-        batch = rng.choice(np.setdiff1d(np.arange(120), unseen), 16, replace=False)
-        selector.update(batch, rng.binomial(8, truth[batch]), np.full(16, 8))
-    predicted = selector.predicted_success(unseen)
-    assert (predicted[:3] > rates[:3] + 0.2).all()
-    np.testing.assert_allclose(predicted[3:], rates[60:63], atol=0.1)
+        batch = rng.choice(np.arange(120)[np.arange(120) % 40 != 0], 16, replace=False)  # prompts 0, 40, 80 unseen
+        selector.update(batch, rng.binomial(8, 0.5, 16), np.full(16, 8))
+    predicted = selector.predicted_success()
+    np.testing.assert_allclose([predicted[i * 40 + 1 : (i + 1) * 40].mean() for i in range(3)], 0.5, atol=0.03)
+    assert 0.3 < predicted[0] < 0.5 < predicted[80] < 0.7
 
 
 def reward(completions, answer, **kwargs):
@@ -111,10 +108,7 @@ def test_the_one_line_starts_from_a_rate_column_it_finds_and_says_so():
     rows = math_rows(solve_rate=lambda rng, n: rng.uniform(0, 1, n).round(2).tolist())
     config, metadata = with_metadata(rows, KGPSConfig(), ColumnReaders.of([reward]))
     assert (config.feature_columns, config.prior_column) == (["level"], "solve_rate")
-    assert metadata.describe().startswith(
-        "KGPS shares what it learns across prompts by `level` (4 values), and starts each prompt from its success "
-        "rate in `solve_rate` (not read:"
-    )
+    assert "and the bins of the success rates in `solve_rate`, each starting at its rate" in metadata.describe()
     selector = selector_for("kgps", rows, config, 0)
     assert np.corrcoef(selector.predicted_success(), rows["solve_rate"])[0, 1] > 0.9
     # Without metadata columns the rates alone are shared by, instead of one filter per prompt.

@@ -60,9 +60,8 @@ class Metadata:
         skipped = "; ".join(f"`{c}`: {why}" for c, why in self.skipped.items())
         if self.columns or self.prior:
             read = ", ".join(f"`{c}` ({self.values[c]} values)" for c in self.columns)
-            said = f"KGPS shares what it learns across prompts by {read or 'one factor over the whole pool'}"
-            if self.prior:
-                said += f", and starts each prompt from its success rate in `{self.prior}`"
+            prior = f"the bins of the success rates in `{self.prior}`, each starting at its rate" if self.prior else ""
+            said = f"KGPS shares what it learns across prompts by {' and '.join(filter(None, (read, prior)))}"
         else:
             said = "KGPS found no metadata column to share by, and keeps one filter per prompt"
             if self.per_prompt:

@@ -27,7 +27,6 @@ from ._ranking import UtilityRanking
 from ._utility import Utility
 from .base import FromPretrainedMixin
 from .per_prompt import PerPromptFilter, sigmoid
-from .prior_rates import Rates
 from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
@@ -125,16 +124,12 @@ class KGPSSelector(FromPretrainedMixin):
         """The filter `self.config` asks for: the shared factor's (`shared_variance > 0`) or one per prompt."""
         config = self.config
         if config.shared_variance > 0:
-            rates = [v for v in features.values() if isinstance(v, Rates)] if isinstance(features, dict) else []
-            if rates:
-                features = {k: v for k, v in features.items() if not isinstance(v, Rates)} or None
             return SharedFilter(
                 design(self.num_prompts, features),
                 config.shared_variance,
                 config.initial_variance,
                 config.shared_noise_share,
                 config.residual_adaptation,
-                rates[0].start() if rates else None,
             )
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation)
 

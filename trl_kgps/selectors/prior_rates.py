@@ -2,11 +2,11 @@ r"""
 Success rates that ship with a dataset (another model's offline pass rates: Big-Math's `llama8b_solve_rate`,
 Polaris's `difficulty`) as a prior that KGPS corrects for the policy it trains.
 
-Each prompt's own residual starts at the logit of its rate instead of 0 (`shared_filter.SharedFilter`), shrunk to the
-mean rate of its bin (`RATE_BINS`: never solved, ten intervals of 0.1, always solved), which tames a rate measured on
-a few samples. The shared part starts at 0 and learns, from this policy's rollouts, how far its groups' success lies
-from the rates: a policy stronger than the one that measured them moves every prompt of a group up, observed or not.
-How widely prompts spread around that is the learnt residual prior. A missing rate (None, NaN) starts at 0.
+The rates are binned (`RATE_BINS`: never solved, ten intervals of 0.1, always solved) into a categorical feature of
+the shared factor (`shared_factor.design`). Each bin's shared part starts at the logit of its prompts' mean rate
+instead of 0, and is learned from the policy's own rollouts like any group's: how far to trust the column is what
+the filter learns about each bin, and a column that says nothing about this policy costs what an unrelated label
+column costs. A missing rate (None, NaN) puts its prompt in a bin of its own that starts at 0 (p = 0.5).
 """
 
 import numpy as np
@@ -62,13 +62,6 @@ class Rates:
             rates = self.values[labels == label]
             start[label] = 0.0 if label == _MISSING else float(_logit(np.clip(rates.mean(), *RATE_CLIP)))
         return start
-
-    def start(self) -> np.ndarray:
-        """`(N,)` float64: each prompt's starting logit, its bin's (`logits`)."""
-        labels = self.labels()
-        bins, codes = np.unique(labels, return_inverse=True)
-        start = self.logits(labels)
-        return np.asarray([start[label] for label in bins.tolist()])[codes.reshape(-1)]
 
 
 def _bin_name(i: int) -> str:

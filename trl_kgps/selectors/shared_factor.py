@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ._binomial import posterior_moments
+from .prior_rates import Rates
 
 
 # The most distinct values that categorical features may hold together (D - 1): the shared part keeps a dense D x D
@@ -82,12 +83,22 @@ class Design:
         active (`np.ndarray` of shape `(C, A)`, int64, or `None`): the columns where each row is nonzero, for the
             one-hot rows of `"global"` and `"categorical"` (`A = 1 + F` for `F` columns), whose nonzeros all equal
             `weight`: \\(z^T x\\) is `weight * x[active].sum()`. `None` for an embedding's dense rows.
+        prior_mean (`np.ndarray` of shape `(D,)`, float64): \\(\mu_0\\), the shared factor's prior mean: 0 but for
+            the bins of a column of success rates (`prior_rates`), where \\(z_i^T \mu_0\\) is the bin's starting logit.
     """
 
     KINDS = ("global", "categorical", "embedding")
 
-    def __init__(self, rows: np.ndarray, row_of: np.ndarray, names: Sequence[str], kind: str):
+    def __init__(
+        self,
+        rows: np.ndarray,
+        row_of: np.ndarray,
+        names: Sequence[str],
+        kind: str,
+        prior_mean: np.ndarray | None = None,
+    ):
         self.rows, self.row_of, self.names, self.kind = rows, row_of, list(names), kind
+        self.prior_mean = np.zeros(rows.shape[1]) if prior_mean is None else prior_mean
         self.active: np.ndarray | None = None
         self.weight = 1.0
         if kind != "embedding":
@@ -146,7 +157,8 @@ def design(num_prompts: int, features: Any = None) -> Design:
         num_prompts (`int`): `N`.
         features (*optional*): `None` (one factor shared by all prompts); a dict from feature names (e.g. dataset
             columns) to their values, one per prompt; or the values alone. Values are labels (shape `(N,)`, ints or
-            strings: a categorical feature; several of them in a dict), or a float array of shape `(N, E)` (an
+            strings: a categorical feature; several of them in a dict), success `prior_rates.Rates` (a categorical
+            feature of their bins, each starting at its rates' logit), or a float array of shape `(N, E)` (an
             embedding per prompt, the only feature then; projected onto its 64 leading principal directions when
             `E > 64`).
 
@@ -173,11 +185,15 @@ def design(num_prompts: int, features: Any = None) -> Design:
         )
     if embeddings:
         return _embedding_design(*columns[0])
-    return _categorical_design(columns)
+    starts = {name: named[name].logits(values) for name, values in columns if isinstance(named[name], Rates)}
+    return _categorical_design(columns, starts)
 
 
 def _as_feature(name: str, values, num_prompts: int) -> np.ndarray:
-    """One feature as labels (shape `(N,)`, int or str) or an embedding (shape `(N, E)`, float64), checked."""
+    """One feature as labels (shape `(N,)`, int or str) or an embedding (shape `(N, E)`, float64), checked; success
+    `Rates` as their bins' labels."""
+    if isinstance(values, Rates):
+        values = values.labels()
     try:
         array = np.asarray(values)
     except ValueError:  # ragged vectors
@@ -237,7 +253,9 @@ def _as_feature(name: str, values, num_prompts: int) -> np.ndarray:
     )
 
 
-def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
+def _categorical_design(columns: list[tuple[str, np.ndarray]], starts: dict[str, dict[str, float]]) -> Design:
+    """The one-hot design of labelled `columns`; `starts` gives the starting logit of each label of a column of
+    success rates, from which `prior_mean` follows."""
     codes, levels = [], []
     for _, values in columns:
         level, code = np.unique(values, return_inverse=True)
@@ -262,13 +280,17 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]]) -> Design:
     for j in range(len(columns)):
         rows[np.arange(len(distinct)), offsets[j] + distinct[:, j]] = 1.0
     rows /= np.sqrt(1 + len(columns))
+    prior_mean = np.zeros(rows.shape[1])
+    for j, (name, _) in enumerate(columns):
+        for code, label in enumerate(levels[j].tolist()):  # z^T mu_0 = weight * mu_0[indicator] = the start
+            prior_mean[offsets[j] + code] = starts.get(name, {}).get(label, 0.0) * np.sqrt(1 + len(columns))
     names = [
         ", ".join(
             f"{_short(name)}={_short(str(levels[j][code]))}" for j, ((name, _), code) in enumerate(zip(columns, combo))
         )
         for combo in distinct
     ]
-    return Design(rows, cell.reshape(-1).astype(np.int64), names, "categorical")
+    return Design(rows, cell.reshape(-1).astype(np.int64), names, "categorical", prior_mean)
 
 
 def _short(label: str) -> str:
@@ -321,7 +343,7 @@ class SharedFactor:
     The belief \\(\beta \sim \mathcal{N}(\mu, \Sigma)\\) over the shared factor of the prompts in `design`.
 
     Args:
-        design (`Design`): the prompts' feature rows.
+        design (`Design`): the prompts' feature rows, and the prior mean \\(\mu_0\\) (`design.prior_mean`).
         variance (`float`): the prior \\(\Sigma_0 = \sigma^2 I\\): every prompt's shared part starts with variance
             \\(\sigma^2\\).
 
@@ -331,7 +353,7 @@ class SharedFactor:
 
     def __init__(self, design: Design, variance: float):
         self.design = design
-        self.mu = np.zeros(design.dimension)
+        self.mu = design.prior_mean.copy()
         self.Sigma = variance * np.eye(design.dimension)
 
     def moments(self, indices: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -40,8 +40,6 @@ class SharedFilter(PromptBeliefs):
         initial_variance (`float`): \\(P_0\\), the residual prior variance \\(\tau^2\\) starts from.
         noise_share (`float`): \\(\rho \in [0, 1]\\), the share of the process noise that goes to the shared part.
         residual_adaptation (`float`): \\(\eta \ge 0\\), the step size of \\(\tau^2\\); `0` keeps \\(P_0\\).
-        prior_logit (`np.ndarray` of shape `(N,)`, *optional*): each residual's prior mean, from a column of
-            another model's success rates (`prior_rates.Rates.start`); 0 by default.
 
     Attributes:
         factor (`SharedFactor`): \\(\beta \sim \mathcal{N}(\mu, \Sigma)\\).
@@ -60,14 +58,10 @@ class SharedFilter(PromptBeliefs):
         initial_variance: float,
         noise_share: float,
         residual_adaptation: float,
-        prior_logit: np.ndarray | None = None,
     ):
         super().__init__(design.row_of.size, initial_variance)
         self.shared_variance, self.initial_variance = shared_variance, initial_variance
         self.noise_share, self.residual_adaptation = noise_share, residual_adaptation
-        self.prior_logit = None if prior_logit is None else np.asarray(prior_logit, dtype=np.float32)
-        if self.prior_logit is not None:
-            self.m[:] = self.prior_logit
         self.factor = SharedFactor(design, shared_variance)
         self.seen = np.zeros(self.num_prompts, dtype=bool)
         self.unseen_extra = 0.0
@@ -104,10 +98,10 @@ class SharedFilter(PromptBeliefs):
 
     def initialize(self, indices: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
         r"""
-        The warmup: each residual of `indices` back to its prior \\(\mathcal{N}(0, P_0)\\) (its mean the prompt's
-        `prior_logit`, where given), then `update`, which also moves the shared part. Returns `update`'s innovations.
+        The warmup: each residual of `indices` back to its prior \\(\mathcal{N}(0, P_0)\\), then `update`, which
+        also moves the shared part. Returns `update`'s innovations.
         """
-        self.m[indices] = 0.0 if self.prior_logit is None else self.prior_logit[indices]
+        self.m[indices] = 0.0
         self.P[indices] = self.initial_variance - self.c
         return self.update(indices, s, k)
 
@@ -154,13 +148,11 @@ class SharedFilter(PromptBeliefs):
 
     def state_dict(self) -> dict[str, Any]:
         """The residuals, the shared factor, `seen` and `unseen_extra` under the state format's names."""
-        prior = {} if self.prior_logit is None else {"prior_logit": self.prior_logit.copy()}
         return {
             **self.beliefs_state(),
             **self.factor.state_dict(),
             "seen": self.seen.copy(),
             "unseen_extra": self.unseen_extra,
-            **prior,
         }
 
     def restored(self, state: dict[str, Any]) -> "SharedFilter":
@@ -180,20 +172,8 @@ class SharedFilter(PromptBeliefs):
             raise ValueError(f"state['seen'] is not one flag per prompt ({self.num_prompts}); it is corrupted.")
         if self.initial_variance + unseen_extra <= 0:
             raise ValueError(f"state['unseen_extra']={unseen_extra} makes a negative prior; it is corrupted.")
-        prior_logit = state.get("prior_logit")
-        if prior_logit is not None and (
-            np.shape(prior_logit) != (self.num_prompts,) or not np.isfinite(prior_logit).all()
-        ):
-            raise ValueError(
-                f"state['prior_logit'] is not one finite logit per prompt ({self.num_prompts}); it is corrupted."
-            )
         restored = SharedFilter(
-            factor.design,
-            self.shared_variance,
-            self.initial_variance,
-            self.noise_share,
-            self.residual_adaptation,
-            prior_logit,
+            factor.design, self.shared_variance, self.initial_variance, self.noise_share, self.residual_adaptation
         )
         restored.load_beliefs(state)
         restored.factor, restored.seen, restored.unseen_extra = factor, seen.copy(), unseen_extra
