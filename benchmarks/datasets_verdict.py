@@ -16,11 +16,14 @@ The runs (`benchmarks/results/`):
   `--methods one_line_no_metadata,one_line_no_metadata_by_row --merge benchmarks/results/copies_20/real_cpu.json
   --out benchmarks/results/copies_20_no_metadata`;
 - `prior_0_4/`, `prior_5_9/`: `prior_fresh` (a `solve_rate` column from the warm start's own success, 8 samples a
-  prompt) and `prior_stale` (from the other warm start's), uniform, the one line (which finds the column) and
-  `one_line_no_prior` (the same dataset without it), seeds 0-4, then 5-9 once:
-  `python benchmarks/real_cpu.py --regimes prior_fresh,prior_stale --methods uniform,one_line,one_line_no_prior
+  prompt) and `prior_stale` (from the other warm start's), uniform, the one line (which leaves the column alone) and
+  `one_line_prior` (`KGPSConfig(prior_column="solve_rate")`), seeds 0-4, then 5-9 once:
+  `python benchmarks/real_cpu.py --regimes prior_fresh,prior_stale --methods uniform,one_line,one_line_prior
   --seeds 0,1,2,3,4 --out benchmarks/results/prior_0_4` (and `--seeds 5,6,7,8,9 --held_back 5 --out
-  benchmarks/results/prior_5_9`).
+  benchmarks/results/prior_5_9`);
+- `prior_residual_0_4/`: a variant measured and left out, each prompt's residual starting at its bin's logit and the
+  shared part at 0 (commit 386d9d0), as `one_line`, with the runs of uniform and the one line without the prior
+  (`one_line_no_prior`, named so then) merged.
 """
 
 import argparse
@@ -52,10 +55,10 @@ COMPARISONS = (
     ("copies_20", "one_line_no_metadata", "one_line_no_metadata_by_row"),
     ("copies_20", "one_line_no_metadata", "uniform"),
     ("copies_20", "one_line_no_metadata_by_row", "uniform"),
-    ("prior_fresh", "one_line", "one_line_no_prior"),
-    ("prior_fresh", "one_line_no_prior", "uniform"),
-    ("prior_stale", "one_line", "one_line_no_prior"),
-    ("prior_stale", "one_line_no_prior", "uniform"),
+    ("prior_fresh", "one_line_prior", "one_line"),
+    ("prior_fresh", "one_line", "uniform"),
+    ("prior_stale", "one_line_prior", "one_line"),
+    ("prior_stale", "one_line", "uniform"),
 )
 EARLY_STEP = 100  # the snapshot at which the prior's head start is read
 

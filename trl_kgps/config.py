@@ -107,7 +107,7 @@ class KGPSConfig:
         feature_columns (`list[str]` or `None`, *optional*, defaults to `None`):
             Train-dataset columns prompts share; `None` finds them, `[]` shares one factor across the pool.
         prior_column (`str` or `None`, *optional*, defaults to `None`):
-            Column of another model's success rates in `[0, 1]`: each belief starts from it; `None` finds one.
+            Column of another model's success rates in `[0, 1]` each belief starts from; `None` reads none.
         prompt_key (`str` or `None`, *optional*, defaults to `"prompt"`):
             Column whose equal values mark copies of one prompt, which share one belief; `None`: one per row.
         shared_noise_share (`float`, *optional*, defaults to `0.5`):
@@ -210,9 +210,7 @@ class KGPSConfig:
             "help": "Train-dataset column of success rates in [0, 1] measured offline by another model (e.g. "
             "Big-Math's 'llama8b_solve_rate'): each prompt's belief starts from its rate's bin (never solved, tenths, "
             "always solved), and how far each bin's rate holds for this policy is learned from its rollouts. Unset: "
-            "with feature_columns unset, KGPS uses a column it finds whose name says it is a rate (solve_rate, "
-            "pass_rate, pass@k, avg@k, accuracy, difficulty) and whose values lie in [0, 1], never one a reward "
-            "function reads. Needs shared_variance > 0.",
+            "none (the log line names a column that looks like one). Needs shared_variance > 0.",
         },
     )
     prompt_key: str | None = field(

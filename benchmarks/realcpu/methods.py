@@ -19,8 +19,8 @@ know what no real selector can:
 - `one_line`, `one_line_no_metadata`: `KGPSCallback()` with no arguments, on the dataset as a user holds it
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone); `one_line_by_row` the
   one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`), and
-  `one_line_no_metadata_by_row` the same without the `level` column; the one line reads
-  a regime's `solve_rate` column as a user's dataset ships it, and `one_line_no_prior` is it without that column;
+  `one_line_no_metadata_by_row` the same without the `level` column; `one_line_prior` the one line starting from
+  a regime's `solve_rate` column (`KGPSConfig(prior_column="solve_rate")`);
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
@@ -71,11 +71,15 @@ ONE_LINE = {
     "one_line": ("prompt", "answer", "level", "solve_rate"),
     "one_line_no_metadata": ("prompt", "answer"),
     "one_line_by_row": ("prompt", "answer", "level"),
-    "one_line_no_prior": ("prompt", "answer", "level"),
     "one_line_no_metadata_by_row": ("prompt", "answer"),
+    "one_line_prior": ("prompt", "answer", "level", "solve_rate"),
 }
-# The one line with one belief per row, as before prompts' copies shared one (`KGPSConfig(prompt_key=None)`).
-BY_ROW = {"one_line_by_row": KGPSConfig(prompt_key=None), "one_line_no_metadata_by_row": KGPSConfig(prompt_key=None)}
+# The one line with a field set: one belief per row, copies of a prompt apart, or starting from `solve_rate`.
+ONE_LINE_CONFIGS = {
+    "one_line_by_row": KGPSConfig(prompt_key=None),
+    "one_line_no_metadata_by_row": KGPSConfig(prompt_key=None),
+    "one_line_prior": KGPSConfig(prior_column="solve_rate"),
+}
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
@@ -111,7 +115,7 @@ def dataset_for(method: str, train):
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
-    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *BY_ROW, "one_line_no_prior",
+    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")
@@ -355,7 +359,7 @@ def build(method: str, setting, model, seed: int):
     """
     method = base_method(method)
     if method in ONE_LINE:
-        return None, BY_ROW.get(method, KGPSConfig())
+        return None, ONE_LINE_CONFIGS.get(method, KGPSConfig())
     G = setting.regime.num_generations * WIDE.get(method.partition("@")[0], 1)  # the group the oracles draw for
     config = variant_config({"kgps": "kgps:level", "kgps_global": "kgps"}.get(method, method))
     if config is not None:

@@ -225,20 +225,19 @@ def test_a_run_whose_reward_now_reads_its_column_is_refused_naming_the_column_to
     )
 
 
-def test_the_one_line_starts_from_a_solve_rate_column_and_resumes_exactly(tmp_path, tokenizer, caplog):
-    """A `solve_rate` column in [0, 1] that no reward reads: the one line starts each prompt from its rate's bin,
-    logs it, and a run stopped and resumed equals the run trained straight through."""
+def test_a_solve_rate_column_starts_each_prompt_and_resumes_exactly(tmp_path, tokenizer, caplog):
+    """`KGPSConfig(prior_column="solve_rate")`: each prompt starts from its rate's bin, the log says so, and a run
+    stopped and resumed equals the run trained straight through."""
     rates = [0.0, 0.1, 0.45, 0.9, 1.0, None] * 2
     rows = dataset(level=[f"L{i % 2}" for i in range(12)]).add_column("solve_rate", rates)
+    prior = KGPSConfig(prior_column="solve_rate")
     with caplog.at_level(logging.WARNING, logger="trl_kgps"):
-        _, straight = run(tmp_path / "straight", tokenizer, rows, config=KGPSConfig())
+        _, straight = run(tmp_path / "straight", tokenizer, rows, config=prior)
     assert "and the bins of the success rates in `solve_rate`" in caplog.text
     assert straight.selector.config.prior_column == "solve_rate"
     assert "level=L0, solve_rate=(0.4, 0.5]" in straight.selector.shared.design.names
-    run(tmp_path / "split", tokenizer, rows, config=KGPSConfig(), stop_at=4)
-    _, second = run(
-        tmp_path / "split", tokenizer, rows, config=KGPSConfig(), resume=str(tmp_path / "split" / "checkpoint-4")
-    )
+    run(tmp_path / "split", tokenizer, rows, config=prior, stop_at=4)
+    _, second = run(tmp_path / "split", tokenizer, rows, config=prior, resume=str(tmp_path / "split" / "checkpoint-4"))
     assert second.batches == straight.batches[len(straight.batches) - len(second.batches) :]
     for name, value in straight.selector.state_dict().items():
         np.testing.assert_equal(second.selector.state_dict()[name], value, err_msg=name)

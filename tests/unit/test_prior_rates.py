@@ -89,30 +89,37 @@ def math_rows(**columns):
         ("solve_rate", lambda rng, n: [0.5] * n, False),  # one value says nothing
     ],
 )
-def test_the_one_line_finds_a_rate_column_by_its_name_and_its_range(name, values, found):
+def test_the_one_line_names_a_rate_column_by_its_name_and_its_range(name, values, found):
     metadata = find_metadata(math_rows(**{name: values}), ColumnReaders.of([reward]))
-    assert (metadata.prior == name) is found
-    assert "level" in metadata.columns
+    assert (metadata.rates == name) is found
+    assert metadata.prior is None and "level" in metadata.columns
 
 
-def test_a_rate_column_a_reward_reads_is_never_a_prior():
+def test_a_rate_column_a_reward_reads_is_never_named():
     def graded(completions, solve_rate, **kwargs):
         return [float(r > 0.5) for r in solve_rate]
 
     rows = math_rows(solve_rate=lambda rng, n: rng.uniform(0, 1, n).tolist())
     metadata = find_metadata(rows, ColumnReaders.of([reward, graded]))
-    assert metadata.prior is None and "graded" in metadata.skipped["solve_rate"]
+    assert metadata.rates is None and "graded" in metadata.skipped["solve_rate"]
 
 
-def test_the_one_line_starts_from_a_rate_column_it_finds_and_says_so():
+def test_the_one_line_says_how_to_start_from_a_rate_column_and_the_config_does():
     rows = math_rows(solve_rate=lambda rng, n: rng.uniform(0, 1, n).round(2).tolist())
     config, metadata = with_metadata(rows, KGPSConfig(), ColumnReaders.of([reward]))
+    assert (config.feature_columns, config.prior_column) == (["level"], None)
+    assert metadata.describe().startswith(
+        "KGPS shares what it learns across prompts by `level` (4 values); `solve_rate` looks like another model's "
+        "success rates: KGPSConfig(prior_column='solve_rate') starts each prompt from them (not read:"
+    )
+    config, metadata = with_metadata(rows, KGPSConfig(prior_column="solve_rate"), ColumnReaders.of([reward]))
     assert (config.feature_columns, config.prior_column) == (["level"], "solve_rate")
     assert "and the bins of the success rates in `solve_rate`, each starting at its rate" in metadata.describe()
+    assert "looks like" not in metadata.describe()
     selector = selector_for("kgps", rows, config, 0)
     assert np.corrcoef(selector.predicted_success(), rows["solve_rate"])[0, 1] > 0.9
     # Without metadata columns the rates alone are shared by, instead of one filter per prompt.
-    config, _ = with_metadata(rows.remove_columns("level"), KGPSConfig(), ColumnReaders.of([reward]))
+    config, _ = with_metadata(rows.remove_columns("level"), KGPSConfig(prior_column="solve_rate"))
     assert (config.feature_columns, config.prior_column, config.shared_variance) == ([], "solve_rate", 1.0)
 
 

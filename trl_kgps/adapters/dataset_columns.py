@@ -31,8 +31,8 @@ MIN_ROWS_PER_VALUE = 2
 # A column with more distinct values than the limit in its first rows (a text, an id) is refused from those alone.
 _FIRST_ROWS = 4096
 # What names a column of success rates another model measured (Big-Math's `llama8b_solve_rate`, Polaris's
-# `difficulty`, INTELLECT-3-RL's `avg@8_qwen3_4b`), which the one line starts its beliefs from when its values lie in
-# [0, 1] (`find_metadata`).
+# `difficulty`, INTELLECT-3-RL's `avg@8_qwen3_4b`): the one line names such a column whose values lie in [0, 1] in its
+# log line (`find_metadata`), and starts from it when `prior_column` names it (measured: docs/benchmarks.md).
 RATE_NAMES = re.compile(r"solve_?rate|pass_?rate|pass@|avg@|accuracy|success_?rate|difficulty", re.IGNORECASE)
 
 
@@ -45,7 +45,8 @@ class Metadata:
         columns (`list[str]`): the metadata columns, in the dataset's order.
         values (`dict[str, int]`): the distinct values of each.
         skipped (`dict[str, str]`): every other column, with why it is not metadata.
-        prior (`str` or `None`): the column of success rates KGPS starts its beliefs from, if any.
+        prior (`str` or `None`): the column of success rates KGPS starts its beliefs from (`prior_column`), if any.
+        rates (`str` or `None`): a column found that looks like another model's success rates, when none is named.
         per_prompt (`dict[str, float]`): with no column, the per-prompt filter's prior and temperature in use.
     """
 
@@ -53,6 +54,7 @@ class Metadata:
     values: dict[str, int]
     skipped: dict[str, str]
     prior: str | None = None
+    rates: str | None = None
     per_prompt: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> str:
@@ -67,6 +69,11 @@ class Metadata:
             if self.per_prompt:
                 fields = ", ".join(f"{name}={value!r}" for name, value in self.per_prompt.items())
                 said += f" ({fields}; to set them, pass KGPSConfig.per_prompt(candidates=0, ...))"
+        if self.rates and not self.prior:
+            said += (
+                f"; `{self.rates}` looks like another model's success rates: "
+                f"KGPSConfig(prior_column={self.rates!r}) starts each prompt from them"
+            )
         return said + (f" (not read: {skipped})" if skipped else "")
 
 
@@ -108,14 +115,15 @@ def find_metadata(dataset: Any, readers: ColumnReaders | None = None) -> Metadat
     kinds = getattr(dataset, "features", None) or {}
     names = list(getattr(dataset, "column_names", None) or [])
     read = readers.reasons(names) if readers is not None else {}
-    columns, values, skipped, prior = [], {}, {}, None
+    columns, values, skipped, rates = [], {}, {}, None
     for name in names:
         if name in INPUT_COLUMNS:
             skipped[name] = "the model's input"
         elif name in read:
             skipped[name] = read[name]
-        elif prior is None and RATE_NAMES.search(name) and _is_rates(dataset, name):
-            prior = name
+        elif rates is None and RATE_NAMES.search(name) and _is_rates(dataset, name):
+            rates = name
+            skipped[name] = "success rates, not labels"
         else:
             distinct, why = _groups(dataset, name, kinds.get(name))
             total = sum(values.values()) + distinct
@@ -129,7 +137,7 @@ def find_metadata(dataset: Any, readers: ColumnReaders | None = None) -> Metadat
                 values[name] = distinct
             else:
                 skipped[name] = why
-    return Metadata(columns, values, skipped, prior)
+    return Metadata(columns, values, skipped, rates=rates)
 
 
 def _is_rates(dataset: Any, name: str) -> bool:
@@ -187,14 +195,15 @@ def with_metadata(
     """
     `(config, metadata)`: `config` naming the feature columns KGPS reads from `dataset`, and what `find_metadata`
     found. It looks only when `config.feature_columns` is unset and `shared_variance > 0` (else `metadata` is `None`
-    and `config` is returned as it is). The columns it finds are named, and the column of success rates it finds
-    (or `config.prior_column`) starts the beliefs; when it finds neither, KGPS keeps one filter per prompt: the fields of `NO_METADATA` that `config` leaves at their defaults take its values (a field set to its
-    default's value is taken as left unset: `KGPSConfig.per_prompt(candidates=0, ...)` sets them all).
+    and `config` is returned as it is). The columns it finds are named, and `config.prior_column` starts the beliefs;
+    when there are neither, KGPS keeps one filter per prompt: the fields of `NO_METADATA` that `config` leaves at their
+    defaults take its values (a field set to its default's value is taken as left unset:
+    `KGPSConfig.per_prompt(candidates=0, ...)` sets them all).
     """
     if config.feature_columns is not None or config.shared_variance == 0:
         return config, None
     metadata = find_metadata(dataset, readers)
-    if config.prior_column is not None:  # named: not one found
+    if config.prior_column is not None:
         metadata.skipped.pop(config.prior_column, None)
         metadata.prior = config.prior_column
     if metadata.columns or metadata.prior:
