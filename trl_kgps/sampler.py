@@ -121,6 +121,13 @@ class KGPSRepeatSampler(Sampler[int]):
                     for _ in range(self.mini_repeat_count):
                         yield index
 
+    def choose_as(self, other: "KGPSRepeatSampler") -> None:
+        """
+        Chooses from now on as `other`, a sampler over the same rows, does: its engine, selector and copies. A resume
+        from a state that keeps one belief per row turns the sampler the data loader holds to rows so.
+        """
+        self.engine, self.selector, self.copies = other.engine, other.selector, other.copies
+
     def start_next_epoch(self) -> None:
         """
         Resumed from the last step of an epoch, the trainer skips nothing and starts the next epoch, whose batches are

@@ -264,5 +264,5 @@ class GRPOAdapter(TrainerAdapter):
             sampler = self._sampler(
                 self.sampler.data_source, by_row, self.sampler.batch_size, self.sampler.repeat_count
             )
-            self.sampler.__dict__.update(sampler.__dict__)  # the data loader holds this sampler
+            self.sampler.choose_as(sampler)  # the data loader holds this sampler
         self.resume(directory, self.sampler)
