@@ -81,7 +81,8 @@ def load(results: str = RESULTS) -> dict:
 def compare(mine: dict, theirs: dict) -> dict[str, float]:
     """One seed: the final held-out accuracy and that at `EARLY_STEP` minus the other's, the rollouts saved to reach
     the other's accuracy at `EARLY_STEP` (positive: fewer needed), and the mean absolute error of the predicted
-    success against the truth, over every training prompt, before the first step and at `EARLY_STEP`."""
+    success against the truth, over every training prompt, before the first step and at `EARLY_STEP`; and the share
+    of the run's groups that were unanimous."""
     early = mine["steps"].index(EARLY_STEP)
     target = theirs["heldout_accuracy"][early]
     return dict(
@@ -90,14 +91,15 @@ def compare(mine: dict, theirs: dict) -> dict[str, float]:
         saved=theirs["rollouts"][early] - rollouts_to_reach(mine["rollouts"], mine["heldout_accuracy"], target),
         error_start=mine["mae_vs_true"][0] - theirs["mae_vs_true"][0],
         error_early=mine["mae_vs_true"][early] - theirs["mae_vs_true"][early],
+        unanimous=mine["summary"]["unanimous_share"] - theirs["summary"]["unanimous_share"],
     )
 
 
 def table(runs: dict) -> str:
     lines = [
         f"| regime | method minus | final held-out | held-out at step {EARLY_STEP} | rollouts saved to reach its "
-        f"step-{EARLY_STEP} accuracy | error of predicted success: start | step {EARLY_STEP} | seeds |",
-        "|---|---|---|---|---|---|---|---|",
+        f"step-{EARLY_STEP} accuracy | error of predicted success: start | step {EARLY_STEP} | unanimous groups | seeds |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for regime, method, other in COMPARISONS:
         mine, theirs = runs.get(regime, {}).get(method, {}), runs.get(regime, {}).get(other, {})
@@ -106,7 +108,14 @@ def table(runs: dict) -> str:
             continue
         rows = [compare(mine[s], theirs[s]) for s in seeds]
         cells = []
-        for key, digits in (("final", 3), ("early", 3), ("saved", 0), ("error_start", 3), ("error_early", 3)):
+        for key, digits in (
+            ("final", 3),
+            ("early", 3),
+            ("saved", 0),
+            ("error_start", 3),
+            ("error_early", 3),
+            ("unanimous", 3),
+        ):
             mean, se = mean_se(np.asarray([row[key] for row in rows], float))
             cells.append(f"{mean:+.{digits}f} ± {se:.{digits}f}".replace("-", "−"))
         lines.append(f"| `{regime}` | `{method}` − `{other}` | " + " | ".join(cells) + f" | {seeds[0]}-{seeds[-1]} |")
