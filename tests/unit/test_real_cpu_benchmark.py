@@ -583,3 +583,20 @@ def test_the_readme_and_the_benchmarks_page_quote_the_committed_headline_table()
     table = verdict.headline(verdict.load(verdict.paths(str(root / verdict.RESULTS))))
     for page in ("README.md", "docs/benchmarks.md"):
         assert table in (root / page).read_text(), page
+
+
+def test_the_datasets_verdict_pairs_by_seed_and_its_committed_file_is_what_its_runs_give():
+    from benchmarks import datasets_verdict as verdict
+
+    steps = [0, 20, 100, 400]
+    mine = dict(steps=steps, rollouts=[0, 640, 3200, 12800], heldout_accuracy=[0.3, 0.4, 0.5, 0.6],
+                mae_vs_true=[0.1, 0.2, 0.1, 0.05], summary=dict(unanimous_share=0.4))  # fmt: skip
+    theirs = dict(steps=steps, rollouts=[0, 640, 3200, 12800], heldout_accuracy=[0.3, 0.35, 0.45, 0.58],
+                  mae_vs_true=[0.3, 0.2, 0.2, 0.1], summary=dict(unanimous_share=0.5))  # fmt: skip
+    row = verdict.compare(mine, theirs)
+    # 0.45 reached between step 20 (0.4, 640 rollouts) and step 100 (0.5, 3200): at 640 + 0.5 x 2560 = 1920
+    assert row == pytest.approx(dict(final=0.02, early=0.05, saved=3200 - 1920, error_start=-0.2, error_early=-0.1,
+                                     unanimous=-0.1))  # fmt: skip
+    root = BENCHMARKS.parent
+    committed = (root / verdict.RESULTS / "datasets_verdict.md").read_text()
+    assert verdict.table(verdict.load(str(root / verdict.RESULTS))) in committed
