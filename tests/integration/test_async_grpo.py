@@ -346,6 +346,23 @@ def test_groups_of_zero_advantage_never_reach_the_optimizer_and_still_reach_the_
     assert unanimous > 0 and shares and 0 < max(shares) <= 1
 
 
+@supported
+def test_a_streamed_dataset_is_refused_when_the_trainer_is_built_saying_why_and_what_to_do(tmp_path):
+    from test_grpo import STREAMED
+
+    path, tokenizer, dataset = standins.setup(tmp_path)
+    args = standins.config(tmp_path / "run")
+    reward = standins.FirstWord(tmp_path / "rewards.jsonl")
+    worker = standins.worker(path, tokenizer, dataset, reward, args, tmp_path / "w", max_inflight_tasks=G)
+    with pytest.raises(ValueError, match=STREAMED):
+        async_grpo.AsyncGRPOTrainer(
+            model=path, reward_funcs=[reward], args=args, train_dataset=dataset.to_iterable_dataset(),
+            processing_class=tokenizer, callbacks=[KGPSCallback()], rollout_worker=worker,
+            weight_transfer=standins.FileWeightTransfer(tmp_path / "w"),
+        )  # fmt: skip
+    assert worker._process is None  # never started
+
+
 def saved_state(directory, engine):
     path = os.path.join(directory, _state_file.STATE_FILE)
     selector_state, rounds_state = _state_file.read_run(path, *_state_file.load(path), engine.selector, B)

@@ -48,7 +48,7 @@ from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from . import async_trl_private, trl_private
 from .reward_reads import ColumnReaders
-from .trainer_adapter import TrainerAdapter, check_map_style
+from .trainer_adapter import TrainerAdapter, check_batch_arguments, check_map_style
 
 
 logger = logging.getLogger(__name__)
@@ -237,6 +237,7 @@ class AsyncGRPOAdapter(TrainerAdapter):
     ):
         async_trl_private.check()
         check_map_style(trainer.train_dataset)
+        check_batch_arguments(trainer.args, self.BATCH_FORMULA)
         super().__init__(trainer, owner, config, selector)
         self.check_one_per_trainer()
         self.service: SelectionService | None = None
