@@ -195,6 +195,24 @@ def test_a_dataset_or_batch_kgps_cannot_choose_from_is_refused_when_the_trainer_
     assert kgps.engine is None
 
 
+def test_drop_zero_advantage_set_after_the_trainer_is_built_is_refused_before_it_changes(tmp_path, model, tokenizer):
+    kgps = KGPSCallback()
+    trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=trainer_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(
+        AttributeError, match=r"drop_zero_advantage=True was set after the trainer was built .* Pass it"
+    ):
+        kgps.drop_zero_advantage = True
+    assert kgps.drop_zero_advantage is False
+    kgps.drop_zero_advantage = False  # the value it holds: nothing changes
+
+
 def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp_path, model, tokenizer):
     """Four prompt texts over 16 rows, each row with its own success rate, one belief per row (`prompt_key=None`):
     attribution by text could not tell rows apart; by index, the selector's state equals the reference fed each row's
