@@ -226,7 +226,9 @@ def test_rewards_that_read_constant_names_still_leave_the_metadata_to_share_by()
         get_cosine_scaled_reward(max_len=100),
     ]
     trl_rewards += [get_repetition_penalty_reward(), get_soft_overlong_punishment(100, 20)]
-    metadata = found("answer", answer_reward, solution_reward, *trl_rewards)
+    from trl_kgps.demo.train import accuracy_reward as demo_reward  # trl-kgps train's, around TRL's
+
+    metadata = found("answer", answer_reward, solution_reward, demo_reward, *trl_rewards)
     assert metadata.columns == ["level", "source"]
     assert metadata.skipped["answer"] == "the reward function answer_reward takes **kwargs and names it in its code"
 

@@ -369,7 +369,8 @@ def accuracy_reward(completions: list, solution: list[str], **kwargs) -> list[fl
     from trl.rewards import accuracy_reward as conversational_accuracy_reward
 
     messages = [c if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
-    return conversational_accuracy_reward(messages, solution, **kwargs)
+    # It reads no other column; passing **kwargs on would tell the one line that it may read any (reward_reads).
+    return conversational_accuracy_reward(messages, solution)
 
 
 def _policy(script_args, model_args, seed: int):
