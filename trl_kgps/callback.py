@@ -44,7 +44,8 @@ class KGPSCallback(TrainerCallback):
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
         drop_zero_advantage (`bool`, *optional*, defaults to `False`): under `AsyncGRPOTrainer`, a group whose
             completions all get the same reward never reaches the optimizer (KGPS still learns from it) and the worker
-            generates on to fill the batch (docs/trl.md). `GRPOTrainer` and `RLOOTrainer` refuse it.
+            generates on to fill the batch (docs/trl.md). `GRPOTrainer` and `RLOOTrainer` refuse it. Read when the
+            trainer is built: setting it afterwards raises.
     """
 
     def __init__(
@@ -61,11 +62,9 @@ class KGPSCallback(TrainerCallback):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         if isinstance(selector, str) and selector not in SELECTORS:
             raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
-        if not isinstance(drop_zero_advantage, bool):
-            raise TypeError(f"drop_zero_advantage must be True or False, got {drop_zero_advantage!r}.")
-        self.config, self.drop_zero_advantage, self._selector = config, drop_zero_advantage, selector
         self.trainer: Trainer | None = None
         self.adapter: TrainerAdapter | None = None  # `GRPOAdapter` or `AsyncGRPOAdapter`, once attached
+        self.config, self.drop_zero_advantage, self._selector = config, drop_zero_advantage, selector
         if trainer is not None:
             self.attach(trainer)
 
@@ -79,6 +78,24 @@ class KGPSCallback(TrainerCallback):
         self.adapter = adapter(trainer, self, self.config, self._selector)
         self.trainer = trainer
         return self
+
+    @property
+    def drop_zero_advantage(self) -> bool:
+        """Whether groups of zero advantage are kept from the optimizer (`AsyncGRPOTrainer`); fixed once attached."""
+        return self._drop_zero_advantage
+
+    @drop_zero_advantage.setter
+    def drop_zero_advantage(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"drop_zero_advantage must be True or False, got {value!r}.")
+        if self.adapter is not None and value != self._drop_zero_advantage:
+            raise AttributeError(
+                f"drop_zero_advantage={value!r} was set after the trainer was built with this KGPSCallback, which "
+                f"then checked and took drop_zero_advantage={self._drop_zero_advantage!r}: the new value would be "
+                "ignored. Pass it when building the callback, before the trainer: "
+                f"KGPSCallback(config, drop_zero_advantage={value!r})."
+            )
+        self._drop_zero_advantage = value
 
     @property
     def selector(self) -> "str | PromptSelector | None":

@@ -286,6 +286,10 @@ class KGPSConfig:
     )
 
     def __post_init__(self):
+        for f in fields(self):  # a numpy number (np.float32(0.1), np.int64(1)) is taken as the Python number it holds
+            value = getattr(self, f.name)
+            if isinstance(value, (np.integer, np.floating)):
+                object.__setattr__(self, f.name, value.item())
         self._check_fields()
         for flag in (f.name for f in fields(self) if f.type is bool):
             value = getattr(self, flag)  # a numpy bool is kept as Python's

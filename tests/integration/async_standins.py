@@ -197,6 +197,18 @@ class FirstWord:
         return rewards
 
 
+class Constant:
+    """The same reward for every completion (`None`: no reward), which no group of can have a gradient by."""
+
+    __name__ = "constant"
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, completions, **kwargs):
+        return [self.value] * len(completions)
+
+
 def setup(directory, num_prompts=24):
     """`(model path, tokenizer, dataset)`: a 2-layer Qwen2 saved under `directory`, its word-level tokenizer with a
     plain chat template, and `num_prompts` conversational prompts "p<i> a b" with their `idx` and a `level`."""

@@ -10,9 +10,12 @@ random delays, so groups finish out of order; invariants: no prompt lost or coun
 """
 
 import collections
+import contextlib
 import copy
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -178,13 +181,15 @@ def train(
     resume=None,
     name="run",
     drop=False,
+    reward=None,
     **args,
 ):
     """A run of the real trainer with KGPS (`selector`; `drop`: `drop_zero_advantage`) and `in_flight` completions
-    generated at once; returns `(trainer, callback, its EngineLog, dataset, the worker's reward log)`."""
+    generated at once, scored by `reward` (`FirstWord` by default); returns `(trainer, callback, its EngineLog,
+    dataset, the worker's reward log)`."""
     path, tokenizer, dataset = standins.setup(tmp_path)
     args = standins.config(tmp_path / name, **args)
-    reward = standins.FirstWord(tmp_path / f"{name}_rewards.jsonl")
+    reward = reward or standins.FirstWord(tmp_path / f"{name}_rewards.jsonl")
     worker = standins.worker(
         path,
         tokenizer,
@@ -344,6 +349,69 @@ def test_groups_of_zero_advantage_never_reach_the_optimizer_and_still_reach_the_
         if "kgps/zero_advantage_dropped" in entry
     ]
     assert unanimous > 0 and shares and 0 < max(shares) <= 1
+
+
+@contextlib.contextmanager
+def ends_within(seconds):
+    """Fails the test instead of hanging it when its block runs past `seconds` (the main thread's alarm)."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@supported
+@pytest.mark.parametrize("value, last", [(1.0, "completions all got 1"), (None, "rewards were all None")])
+def test_dropping_groups_when_none_can_have_a_gradient_ends_training_with_the_cause(tmp_path, value, last):
+    """Every reward equal (or None): every group is dropped, and the worker would generate on at step 0 forever. After
+    `MAX_DROPPED_BATCHES` batches' worth of groups in a row, training ends, within seconds, saying why."""
+    start = time.monotonic()
+    message = (
+        r"drop_zero_advantage=True\) dropped the last 20 groups the rollout worker scored \(10 generation batches"
+    )
+    with ends_within(150), pytest.raises(RuntimeError, match=message) as error:
+        train(tmp_path, drop=True, reward=standins.Constant(value), max_steps=2)
+    assert last in str(error.value) and "leave drop_zero_advantage unset" in str(error.value)
+    assert time.monotonic() - start < 90
+
+
+@supported
+def test_an_infinite_reward_ends_training_promptly_naming_the_reward_function(tmp_path):
+    start = time.monotonic()
+    with ends_within(150), pytest.raises(RuntimeError, match="The reward function 'constant' returned inf"):
+        train(tmp_path, reward=standins.Constant(float("inf")), max_steps=2)
+    assert time.monotonic() - start < 90
+
+
+@supported
+def test_dropping_groups_of_one_completion_is_refused_when_the_trainer_is_built(tmp_path):
+    message = r"drop_zero_advantage=True\) with num_generations=1: .* Set num_generations to 2 or more"
+    with ends_within(150), pytest.raises(ValueError, match=message):  # before, accepted: step 0 forever
+        train(tmp_path, drop=True, num_generations=1, per_device_train_batch_size=2)
+
+
+@supported
+def test_a_streamed_dataset_is_refused_when_the_trainer_is_built_saying_why_and_what_to_do(tmp_path):
+    from test_grpo import STREAMED
+
+    path, tokenizer, dataset = standins.setup(tmp_path)
+    args = standins.config(tmp_path / "run")
+    reward = standins.FirstWord(tmp_path / "rewards.jsonl")
+    worker = standins.worker(path, tokenizer, dataset, reward, args, tmp_path / "w", max_inflight_tasks=G)
+    with pytest.raises(ValueError, match=STREAMED):
+        async_grpo.AsyncGRPOTrainer(
+            model=path, reward_funcs=[reward], args=args, train_dataset=dataset.to_iterable_dataset(),
+            processing_class=tokenizer, callbacks=[KGPSCallback()], rollout_worker=worker,
+            weight_transfer=standins.FileWeightTransfer(tmp_path / "w"),
+        )  # fmt: skip
+    assert worker._process is None  # never started
 
 
 def saved_state(directory, engine):

@@ -129,17 +129,88 @@ def test_a_trainer_that_is_not_grpo_like_is_refused(tmp_path, model, tokenizer):
         Trainer(model=model, args=args, callbacks=[KGPSCallback()])
 
 
-def test_iterable_dataset_is_refused(tmp_path, model, tokenizer):
-    # TRL < 1.9 refuses an IterableDataset itself (NotImplementedError) before any callback attaches.
-    with pytest.raises((ValueError, NotImplementedError), match="map-style|Iterable datasets are not yet supported"):
+STREAMED = (
+    r"KGPS needs a map-style train dataset, and this one is a datasets\.iterable_dataset\.IterableDataset, a stream: "
+    r"KGPS chooses each generation batch's prompts by their index in the dataset, and a stream has no index .* Load the "
+    r"dataset without `streaming=True`, or make the stream map-style before training: `Dataset\.from_generator"
+)
+
+
+def test_a_streamed_dataset_is_refused_when_the_trainer_is_built_saying_why_and_what_to_do(tmp_path, model, tokenizer):
+    # `datasets.IterableDataset` (load_dataset(..., streaming=True), to_iterable_dataset()) is no torch IterableDataset:
+    # it is refused for having no length. TRL < 1.9 refuses it itself (NotImplementedError) before any callback attaches.
+    from packaging.version import Version
+
+    stream = prompt_dataset(16).to_iterable_dataset()
+    old_trl = Version(trl.__version__) < Version("1.9")
+    with pytest.raises(NotImplementedError if old_trl else ValueError, match=None if old_trl else STREAMED):
         trl.GRPOTrainer(
             model=model,
             reward_funcs=RewardLog(),
             args=trainer_args(tmp_path, max_steps=2),
-            train_dataset=prompt_dataset(16).to_iterable_dataset(),
+            train_dataset=stream,
             processing_class=tokenizer,
             callbacks=[KGPSCallback()],
         )
+
+
+@pytest.mark.parametrize(
+    "rows, args, message",
+    [
+        (
+            prompt_dataset(16).select([]),
+            {},
+            r"^The train dataset has no rows, and KGPS chooses the prompts of each generation batch among its rows",
+        ),
+        (
+            prompt_dataset(16).add_column("kgps_index", list(range(16))),
+            {},
+            r"^The train dataset has a column named 'kgps_index', the name under which KGPS adds each row's dataset "
+            r"index .* Rename the column",
+        ),
+        (
+            prompt_dataset(16),
+            {"per_device_train_batch_size": 0},
+            r"^per_device_train_batch_size=0 puts no prompt in a generation batch \(KGPS chooses "
+            r"per_device_train_batch_size x processes x steps_per_generation / num_generations prompts for each\): set",
+        ),
+    ],
+    ids=["empty", "kgps_index_column", "no_prompt_per_batch"],
+)
+def test_a_dataset_or_batch_kgps_cannot_choose_from_is_refused_when_the_trainer_is_built(
+    tmp_path, model, tokenizer, rows, args, message
+):
+    # Before: an empty dataset gave "num_prompts must be a positive integer" at train(); a `kgps_index` column was
+    # replaced by the index without a word; per_device_train_batch_size=0 gave "needs 0 distinct prompts" at train().
+    kgps = KGPSCallback()
+    with pytest.raises(ValueError, match=message):
+        trl.GRPOTrainer(
+            model=model,
+            reward_funcs=RewardLog(),
+            args=trainer_args(tmp_path, max_steps=2, **args),
+            train_dataset=rows,
+            processing_class=tokenizer,
+            callbacks=[kgps],
+        )
+    assert kgps.engine is None
+
+
+def test_drop_zero_advantage_set_after_the_trainer_is_built_is_refused_before_it_changes(tmp_path, model, tokenizer):
+    kgps = KGPSCallback()
+    trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(),
+        args=trainer_args(tmp_path, max_steps=2),
+        train_dataset=prompt_dataset(16),
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    with pytest.raises(
+        AttributeError, match=r"drop_zero_advantage=True was set after the trainer was built .* Pass it"
+    ):
+        kgps.drop_zero_advantage = True
+    assert kgps.drop_zero_advantage is False
+    kgps.drop_zero_advantage = False  # the value it holds: nothing changes
 
 
 def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp_path, model, tokenizer):

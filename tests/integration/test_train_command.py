@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import torch
 
 from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table
 from trl_kgps.demo.cli import main
-from trl_kgps.demo.train import REFUSED_FLAGS, accuracy_reward
+from trl_kgps.demo.train import REFUSED_FLAGS, _check_output_dir, accuracy_reward
 
 
 FEW_STEPS = [
@@ -116,6 +117,11 @@ def test_the_demo_card_says_each_thing_once_as_the_summary_prints_it(tmp_path, c
         ),
         (["--max_steps", "0"], r"--max_steps 0 trains nothing"),
         (
+            ["--per_device_train_batch_size", "0"],  # before, "A generation batch needs 0 distinct prompts"
+            r"per_device_train_batch_size=0 puts no prompt in a generation batch .* set per_device_train_batch_size "
+            r"to 1 or more",
+        ),
+        (
             ["--dataset_name", "/nonexistent/sums"],  # before, datasets' FileNotFoundError and its traceback
             r"--dataset_name /nonexistent/sums: Couldn't find any data file at /nonexistent/sums\. Name a local folder",
         ),
@@ -137,6 +143,19 @@ def test_train_refuses_an_output_dir_that_names_a_file_before_the_warm_start(tmp
         main(["train", "--output_dir", str(output_dir), *FEW_STEPS])
     assert "Warm start" not in caplog.text
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux's /proc, where no folder can be created")
+def test_train_refuses_an_output_dir_it_cannot_create_before_the_warm_start(caplog):
+    # Before, the trainer's makedirs raised FileNotFoundError with a traceback.
+    with pytest.raises(SystemExit, match=r"^trl-kgps train: --output_dir /proc/kgps/run: cannot create this folder"):
+        main(["train", "--output_dir", "/proc/kgps/run", *FEW_STEPS])
+    assert "Warm start" not in caplog.text
+
+
+def test_an_output_dir_the_check_creates_is_removed_again(tmp_path):
+    _check_output_dir(str(tmp_path / "new" / "run"))
+    assert not any(tmp_path.iterdir())
 
 
 def test_train_help_lists_trl_kgps_and_script_flags():

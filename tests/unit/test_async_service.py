@@ -114,3 +114,55 @@ def test_with_copies_the_worker_is_handed_rows_and_its_rows_reach_their_prompts(
         served.observe(batch_id, position, row + 12 * (position % 2), 0, rewards(position))  # either copy's row
     reference.update(np.array(rows), np.arange(B), np.full(B, G))
     np.testing.assert_array_equal(served.engine.selector.mean, reference.mean)
+
+
+def test_groups_dropped_in_a_row_fail_the_service_with_the_cause_after_the_bound():
+    """With drop_zero_advantage, MAX_DROPPED_BATCHES batches' worth of groups dropped in a row (none kept) stop the
+    run: nothing reaches the optimizer, and the worker would generate on forever. A kept group starts the count
+    again."""
+    from trl_kgps.adapters.async_grpo import MAX_DROPPED_BATCHES
+
+    served = service(num_prompts=3 * B * MAX_DROPPED_BATCHES)
+    served.drop_zero_advantage = True
+    served._set_columns(["accuracy"])
+    limit = MAX_DROPPED_BATCHES * B
+
+    def score(successes, dropped, groups):
+        for _ in range(groups // B):
+            batch_id, indices = served.choose()
+            for position, index in enumerate(indices):
+                served.observe(batch_id, position, index, 0, rewards(successes), dropped=dropped)
+
+    score(0, dropped=True, groups=limit - B)  # one batch short of the bound
+    score(2, dropped=False, groups=B)  # a group kept: the count starts again
+    score(0, dropped=True, groups=limit - B)
+    batch_id, indices = served.choose()
+    served.observe(batch_id, 0, indices[0], 0, rewards(0), dropped=True)
+    served.observe(batch_id, 1, indices[1], 0, rewards(0), dropped=True)
+    with pytest.raises(ValueError, match=rf"dropped the last {limit} groups .* \({MAX_DROPPED_BATCHES} generation "):
+        served.observe(batch_id, 2, indices[2], 0, rewards(G), dropped=True)
+    assert served.in_flight[batch_id].rewards[2] is None and served.dropped_in_a_row == limit - 1  # unchanged
+    with pytest.raises(ValueError, match="the last group's rewards were all None"):
+        served.observe(batch_id, 2, indices[2], 0, np.full((G, 1), np.nan), dropped=True)
+
+
+def test_a_failing_service_stops_the_worker_before_the_worker_learns_of_the_failure():
+    # The worker's process then ends on the error with its stop requested, which `worker.stop()` would otherwise wait
+    # for forever (an infinite reward ended training only after a hang in TRL's `worker.stop`).
+    stopped = []
+    served = service()
+    served.stop_worker = lambda: stopped.append(served.error)
+    address = served.listen()
+    try:
+        with Client(address, authkey=served.authkey) as worker:
+            worker.send(("columns", ["accuracy"]))
+            worker.send(("choose",))
+            batch_id, indices = worker.recv()
+            for position, index in enumerate(indices):
+                worker.send(("scored", batch_id, position, index, 0, np.array([[np.inf]] * G)))
+            worker.send(("choose",))
+            kind, message = worker.recv()
+        assert kind == "error" and "returned inf" in message
+        assert len(stopped) == 1 and isinstance(stopped[0], ValueError)
+    finally:
+        served.stop()

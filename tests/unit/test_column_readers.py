@@ -3,10 +3,14 @@ The one line never shares by a column a reward function or an environment may re
 TRL hands every column to every reward function as a keyword argument, and most read them through `**kwargs`.
 """
 
+import dataclasses
 import functools
+import operator
 
+import answer_columns
 import numpy as np
 import pytest
+from answer_columns import gold
 
 from trl_kgps.adapters.dataset_columns import find_metadata
 from trl_kgps.adapters.reward_reads import ColumnReaders, says_answer
@@ -106,23 +110,127 @@ def make_environment():
     return Environment()
 
 
-@pytest.mark.parametrize(
-    "reward, why",
-    [
-        (score_y, "names it in its code"),
-        (calls_a_helper, "names it in its code"),  # a function of its own module that it calls
-        (async_reward, "names it in its code"),
-        (CallableReward("y"), "names it in its code"),  # the name the object holds
-        (decorated_by_name, "names it in its code"),  # a decorator without functools.wraps hides the signature
-        (without_wraps(score_y), "names it in its code"),
-        (functools.partial(by_key, key="y"), "names it in its code"),
-    ],
-    ids=["kwargs", "helper", "async", "callable_object", "decorated_signature", "decorated_kwargs", "partial"],
-)
-def test_a_column_with_a_neutral_name_is_excluded_by_what_the_code_names(reward, why):
+@pytest.mark.parametrize("reward", [score_y, async_reward], ids=["kwargs", "async"])
+def test_a_column_with_a_neutral_name_is_excluded_by_what_the_code_names(reward):
     metadata = found("y", reward)
-    assert "y" not in metadata.columns and metadata.skipped["y"].endswith(why)
+    assert metadata.skipped["y"].endswith("names it in its code")
     assert metadata.columns == ["level", "source"]
+
+
+def may_read_any_column(reward_name):
+    return f"the reward function {reward_name} uses **kwargs other than as kwargs['name'] or kwargs.get('name') ("
+
+
+@pytest.mark.parametrize(
+    "reward, name",
+    [
+        (calls_a_helper, "calls_a_helper"),  # a function of its own module that it hands kwargs to
+        (CallableReward("y"), "CallableReward"),  # the name the object holds
+        (decorated_by_name, "wrapper"),  # a decorator without functools.wraps, which passes **kwargs on
+        (without_wraps(score_y), "wrapper"),
+        (functools.partial(by_key, key="y"), "partial"),
+    ],
+    ids=["helper", "callable_object", "decorated_signature", "decorated_kwargs", "partial"],
+)
+def test_a_reward_that_passes_kwargs_on_or_reads_a_computed_name_may_read_every_column(reward, name):
+    metadata = found("y", reward)
+    assert metadata.columns == []
+    for column in ("y", "level", "source"):
+        assert metadata.skipped[column].startswith(may_read_any_column(name))
+        assert metadata.skipped[column].endswith("), so it may read any column")
+
+
+# The ways a reward reaches MedMCQA's answer column `cop` (on no list of answer words) that reading its code cannot
+# follow to the name: the one line must not share by `cop`, nor by any other column it cannot rule out.
+class ClassAttributeReward:
+    column = "cop"
+
+    def __call__(self, completions, **kwargs):
+        return [float(c == str(a)) for c, a in zip(completions, kwargs[self.column])]
+
+
+def gold_by_module_attribute(completions, **kwargs):
+    return [float(c == str(a)) for c, a in zip(completions, answer_columns.gold(kwargs))]
+
+
+def gold_by_imported_name(completions, **kwargs):
+    return [float(c == str(a)) for c, a in zip(completions, gold(kwargs))]
+
+
+def gold_per_row(completions, **kwargs):
+    rows = [dict(zip(kwargs, values)) for values in zip(*kwargs.values())]
+    return [float(c == str(answer_columns.gold_of_row(row))) for c, row in zip(completions, rows)]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    answer_column: str = "cop"
+
+
+CFG = TaskConfig()
+ANSWER = operator.itemgetter("cop")
+
+
+def gold_by_config_object(completions, **kwargs):
+    return [float(c == str(a)) for c, a in zip(completions, kwargs[CFG.answer_column])]
+
+
+def gold_by_itemgetter(completions, **kwargs):
+    return [float(c == str(a)) for c, a in zip(completions, ANSWER(kwargs))]
+
+
+@pytest.mark.parametrize(
+    "reward, name",
+    [
+        (ClassAttributeReward(), "ClassAttributeReward"),
+        (gold_by_module_attribute, "gold_by_module_attribute"),
+        (gold_by_imported_name, "gold_by_imported_name"),
+        (gold_per_row, "gold_per_row"),
+        (gold_by_config_object, "gold_by_config_object"),
+        (gold_by_itemgetter, "gold_by_itemgetter"),
+    ],
+    ids=["class_attribute", "helper_module_attribute", "helper_imported_by_name", "helper_per_row", "config_object",
+         "itemgetter"],
+)  # fmt: skip
+def test_an_answer_column_a_reward_reaches_by_a_path_the_code_reading_cannot_follow_is_never_shared_by(reward, name):
+    metadata = found("cop", reward)
+    assert "cop" not in metadata.columns and metadata.columns == []
+    assert metadata.skipped["cop"].startswith(may_read_any_column(name))
+    assert "test_column_readers.py, line " in metadata.skipped["cop"]  # where the reward's code uses kwargs so
+    assert "(not read: " in metadata.describe() and name in metadata.describe()
+
+
+def test_rewards_that_read_constant_names_still_leave_the_metadata_to_share_by():
+    # TRL's own reward functions, which take **kwargs and use none of it, a `solution` parameter, and kwargs["answer"]
+    # (with .get, in a comprehension, in a nested lambda): only what they name is left out.
+    from trl.rewards import (
+        accuracy_reward,
+        get_cosine_scaled_reward,
+        get_repetition_penalty_reward,
+        get_soft_overlong_punishment,
+        reasoning_accuracy_reward,
+        think_format_reward,
+    )
+
+    def solution_reward(completions, solution, **kwargs):
+        return [float(c == s) for c, s in zip(completions, solution)]
+
+    def answer_reward(completions, **kwargs):
+        answers, fallback = kwargs["answer"], kwargs.get("answer", [])
+        return [float(c == answers[i] or (lambda: kwargs["answer"])() == fallback) for i, c in enumerate(completions)]
+
+    trl_rewards = [
+        accuracy_reward,
+        reasoning_accuracy_reward,
+        think_format_reward,
+        get_cosine_scaled_reward(max_len=100),
+    ]
+    trl_rewards += [get_repetition_penalty_reward(), get_soft_overlong_punishment(100, 20)]
+    from trl_kgps.demo.train import accuracy_reward as demo_reward  # trl-kgps train's, around TRL's
+
+    metadata = found("answer", answer_reward, solution_reward, demo_reward, *trl_rewards)
+    assert metadata.columns == ["level", "source"]
+    assert metadata.skipped["answer"] == "the reward function answer_reward takes **kwargs and names it in its code"
 
 
 def test_an_environment_that_reads_the_row_in_reset_is_a_reader_too():
@@ -131,8 +239,13 @@ def test_an_environment_that_reads_the_row_in_reset_is_a_reader_too():
     for environment in (Environment(), Environment):  # an instance TRL probed, or the class
         metadata = found("y", reward, environments=[environment])
         assert metadata.skipped["y"] == "the environment Environment takes **kwargs and names it in its code"
-    metadata = found("y", reward, environments=[make_environment])  # a factory, as the asynchronous trainer keeps it
-    assert metadata.skipped["y"] == "the environment factory make_environment takes **kwargs and names it in its code"
+    # A factory, as the asynchronous trainer keeps it: the environments it builds are not there to read.
+    metadata = found("y", reward, environments=[make_environment])
+    assert metadata.columns == []
+    assert metadata.skipped["level"] == (
+        "the environment factory make_environment builds environments whose reset(**row) KGPS cannot read before "
+        "training, so it may read any column"
+    )
 
 
 def test_what_a_reward_does_not_read_is_still_shared_by():
@@ -148,14 +261,15 @@ def test_what_a_reward_does_not_read_is_still_shared_by():
     assert "answer" in metadata.skipped
 
 
-def test_a_reward_that_computes_the_name_it_reads_is_caught_by_the_name_only():
+def test_a_reward_that_computes_the_name_it_reads_may_read_every_column():
     names = ["ans", "wer"]
 
     def reward(completions, **kwargs):
         return [float(a < 3) for a in kwargs["".join(names)]]
 
-    assert found("answer", reward).skipped["answer"].endswith("the column's name says it may hold the answer")
-    assert "y" in found("y", reward).columns  # the documented limit: name feature_columns yourself then
+    for column in ("answer", "y"):
+        metadata = found(column, reward)
+        assert metadata.columns == [] and metadata.skipped[column].startswith(may_read_any_column("reward"))
 
 
 @pytest.mark.parametrize(

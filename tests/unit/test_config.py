@@ -5,6 +5,7 @@ import re
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import trl_kgps
@@ -309,3 +310,44 @@ def test_the_docstring_lists_every_parameter_with_its_type_and_default():
         assert re.search(
             rf"\n        {f.name} \(`[^\n]*`, \*optional\*, defaults to `{re.escape(str(default))}`\):", doc
         ), f.name
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("gamma", np.float32(0.25), 0.25),
+        ("initial_variance", np.float64(2.0), 2.0),
+        ("warmup_epochs", np.int64(1), 1),
+        ("quadrature_points", np.int32(7), 7),
+        ("candidates", np.int64(16), 16),
+        ("success_threshold", np.float16(0.5), 0.5),
+        ("shared_noise_share", np.float32(0.5), 0.5),
+        ("delta_norm_sample", np.float32(0.25), 0.25),
+    ],
+)
+def test_a_numpy_number_of_the_right_kind_is_taken_as_the_python_number_it_holds(field, value, expected):
+    # From a sweep's `np.linspace`/`np.arange`, or a value read back with numpy: held as Python's, as if typed.
+    for config in (KGPSConfig(**{field: value}), dataclasses.replace(KGPSConfig(), **{field: value})):
+        assert getattr(config, field) == expected and type(getattr(config, field)) is type(expected)
+    config = KGPSConfig()
+    setattr(config, field, value)
+    assert type(getattr(config, field)) is type(expected)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("gamma", np.True_, f"gamma must be a finite number >= 0.0 and <= 1e+12, got {np.True_!r}"),
+        ("warmup_epochs", np.float32(1.0), "warmup_epochs must be an integer >= 0, got 1.0"),
+        ("quadrature_points", np.float64(5.0), "quadrature_points must be an integer >= 2, got 5.0"),
+        (
+            "initial_variance",
+            np.float32("nan"),
+            "initial_variance must be a finite number > 0.0 and <= 1e+12, got nan",
+        ),
+        ("warmup_epochs", np.int64(-1), "warmup_epochs must be an integer >= 0, got -1"),
+    ],
+)
+def test_a_numpy_value_of_the_wrong_kind_is_still_refused_naming_it(field, value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        KGPSConfig(**{field: value})

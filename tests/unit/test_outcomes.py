@@ -142,3 +142,26 @@ def test_rewards_off_the_threshold_once_are_never_warned_about_as_on_it(caplog):
         for _ in range(2 * BATCHES_BEFORE_ON_THRESHOLD_WARNING):
             rule(np.array([[1.0], [1.0]]))  # an easy stretch after a failure: every completion solved, no warning
     assert not caplog.text
+
+
+@pytest.mark.parametrize(
+    "success_reward, named, not_named",
+    [
+        ("accuracy", "the reward function 'accuracy' (success_reward) returned None", "'format'"),
+        (None, "the reward functions 'accuracy', 'format' returned None", "(success_reward)"),
+    ],
+)
+def test_a_batch_without_rewards_warns_naming_the_functions_that_returned_none(success_reward, named, not_named):
+    from trl_kgps import KGPSConfig, KGPSSelector
+    from trl_kgps.engine.engine import SelectionEngine
+
+    engine = SelectionEngine(KGPSSelector(8, KGPSConfig(), seed=0), batch_size=2)
+    engine.rule = SuccessRule(["accuracy", "format"], [1.0, 1.0], success_reward, 0.5)
+    batch = engine.ledger.choose()
+    rewards = np.full((2 * 4, 2), np.nan)  # 2 prompts x 4 completions, (accuracy, format)
+    if success_reward is not None:
+        rewards[:, 1] = 1.0  # the format reward scored every completion; accuracy, which decides, none
+    with pytest.warns(UserWarning, match="KGPS observed no reward for generation batch 1") as caught:
+        engine.observe(batch, *engine.outcomes(rewards, 4))
+    message = str(caught[0].message)
+    assert named in message and not_named not in message

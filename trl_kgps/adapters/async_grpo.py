@@ -29,6 +29,7 @@ loop the batches that were pending at the checkpoint (their groups were lost wit
 afresh from the restored state.
 """
 
+import functools
 import logging
 import queue
 import secrets
@@ -48,10 +49,16 @@ from ..engine.prompts_digest import same_rows
 from ..engine.protocol import PromptSelector
 from . import async_trl_private, trl_private
 from .reward_reads import ColumnReaders
-from .trainer_adapter import TrainerAdapter, check_map_style
+from .trainer_adapter import TrainerAdapter, check_batch_arguments, check_map_style
 
 
 logger = logging.getLogger(__name__)
+
+# With `drop_zero_advantage`, the worker generates on while the groups it scores are dropped. After this many
+# generation batches' worth of groups in a row, every one dropped, no group is likely ever to have a gradient (a
+# constant reward, rewards all None): the run stops naming the cause, as DAPO's `max_num_gen_batches` stops its refill,
+# instead of generating forever at step 0.
+MAX_DROPPED_BATCHES = 10
 
 
 class SelectionService:
@@ -67,9 +74,12 @@ class SelectionService:
         model_version (`Callable[[], int]`): the version the trainer serves now.
         group_size (`int`): `G`, the completions the worker generates per prompt (the adapter's `group_size`).
         drop_zero_advantage (`bool`): whether the worker keeps groups of zero advantage from the optimizer, whose
-            share each batch's metrics then give (`kgps/zero_advantage_dropped`).
+            share each batch's metrics then give (`kgps/zero_advantage_dropped`); `MAX_DROPPED_BATCHES` bounds how many
+            it may drop in a row.
         copies (`PromptCopies`, *optional*): which rows hold one prompt: the worker is handed rows, the engine
             chooses prompts. Unset: every row is its own prompt.
+        stop_worker (`Callable[[], None]`, *optional*): asks the worker's process to stop; called when the service
+            fails, before the worker learns of the failure (`async_trl_private.request_stop`).
     """
 
     def __init__(
@@ -81,11 +91,14 @@ class SelectionService:
         group_size: int,
         drop_zero_advantage: bool = False,
         copies: PromptCopies | None = None,
+        stop_worker: Any = None,
     ):
         self.engine = engine
         self.copies = PromptCopies.by_row(engine.selector.num_prompts) if copies is None else copies
         self.group_size = group_size
         self.drop_zero_advantage = drop_zero_advantage
+        self.stop_worker = stop_worker
+        self.dropped_in_a_row = 0
         self.config = config
         self.metrics_queue = metrics_queue
         self.model_version = model_version
@@ -136,6 +149,8 @@ class SelectionService:
             except BaseException as error:  # noqa: BLE001 - handed to the trainer's thread and to the worker
                 logger.exception("KGPS's selection engine failed")
                 self.error = error
+                if self.stop_worker is not None:
+                    self.stop_worker()
                 try:
                     connection.send(("error", f"{type(error).__name__}: {error}"))
                 except OSError:
@@ -190,6 +205,9 @@ class SelectionService:
                     f"The rollout worker scored dataset index {index} as position {position} of batch {batch_id}, "
                     "which KGPS did not hand out or already counted: KGPS cannot attribute these rewards."
                 )
+            dropped_in_a_row = self.dropped_in_a_row + 1 if dropped else 0
+            self._check_dropped_in_a_row(dropped_in_a_row, rewards)
+            self.dropped_in_a_row = dropped_in_a_row
             flight.rewards[position] = np.asarray(rewards, dtype=np.float64)
             flight.versions[position] = int(version)
             flight.dropped += bool(dropped)
@@ -201,6 +219,25 @@ class SelectionService:
             if self.drop_zero_advantage:
                 metrics["kgps/zero_advantage_dropped"] = flight.dropped / len(flight.indices)
         self.log(metrics)
+
+    def _check_dropped_in_a_row(self, dropped_in_a_row: int, rewards: np.ndarray) -> None:
+        """Raises when `dropped_in_a_row` groups, the last with `rewards`, reach `MAX_DROPPED_BATCHES` generation
+        batches' worth: every one dropped."""
+        limit = MAX_DROPPED_BATCHES * self.engine.ledger.batch_size
+        if dropped_in_a_row < limit:
+            return
+        rewards = np.asarray(rewards, dtype=np.float64)
+        if np.isnan(rewards).all():
+            last = "the last group's rewards were all None"
+        else:
+            last = f"the last group's completions all got {np.nansum(rewards, axis=1)[0]:g}"
+        raise ValueError(
+            f"KGPSCallback(drop_zero_advantage=True) dropped the last {limit} groups the rollout worker scored "
+            f"({MAX_DROPPED_BATCHES} generation batches of {limit // MAX_DROPPED_BATCHES}): each had zero advantage, "
+            f"every completion of it rewarded alike ({last}), so no sample reaches the optimizer and training cannot "
+            "take a step. Check that the reward functions give these completions differing rewards, or leave "
+            "drop_zero_advantage unset (TRL then trains on such groups, whose loss is zero)."
+        )
 
     def predict(self, delta_norm: float) -> None:
         with self.lock:
@@ -237,6 +274,15 @@ class AsyncGRPOAdapter(TrainerAdapter):
     ):
         async_trl_private.check()
         check_map_style(trainer.train_dataset)
+        check_batch_arguments(trainer.args, self.BATCH_FORMULA)
+        G = trainer.args.num_generations
+        if owner.drop_zero_advantage and G < 2:
+            raise ValueError(
+                f"KGPSCallback(drop_zero_advantage=True) with num_generations={G}: a group of one completion always "
+                "has zero advantage (GRPO compares each completion with the others of its prompt), so every group "
+                "would be dropped and training would never take a step. Set num_generations to 2 or more, or leave "
+                "drop_zero_advantage unset."
+            )
         super().__init__(trainer, owner, config, selector)
         self.check_one_per_trainer()
         self.service: SelectionService | None = None
@@ -330,8 +376,10 @@ class AsyncGRPOAdapter(TrainerAdapter):
                 self.group_size,
                 self.owner.drop_zero_advantage,
                 self.copies,
+                stop_worker=functools.partial(async_trl_private.request_stop, worker),
             )
             async_trl_private.stop_after(worker, self.service.stop)
+            async_trl_private.check_health_after(worker, self.service.raise_error)
         self.service.restart()
         async_trl_private.adopt(
             trainer.rollout_worker,

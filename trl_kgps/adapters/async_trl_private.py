@@ -13,6 +13,8 @@ with `_score_group` and queues the samples. KGPS keeps all of that and replaces 
 | `_AsyncRolloutLoop.reward_funcs`, `reward_func_names`, `_env_reward_types`, `_provides_rollout_reward` | read: the reward columns, as `_score_group` builds them |
 | `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine; `_loop_kwargs["reward_funcs"]` and `["environment_factory"]` read: which columns a reward function or an environment reads, never metadata |
 | `AsyncRolloutWorker.metrics_queue` | appended to: `kgps/*` metrics, which the trainer's `log()` drains into its logs |
+| `AsyncRolloutWorker.stop()`, `check_health(stale_after_s)` | wrapped: KGPS's service stops after the worker; KGPS's error raises first in the health check the trainer runs while it waits for samples |
+| `AsyncRolloutWorker._stop_event_mp` | set when KGPS's engine fails, before the worker's process learns of it (`request_stop`) |
 | `AsyncGRPOTrainer.rollout_worker`, `args.weight_sync_steps` | read: the worker, and when the served policy changes version |
 
 Everything else the adapter relies on, `check()` verifies by signature and by what each member's code calls and
@@ -72,13 +74,18 @@ USED_MEMBERS = (
     UsedMember("_AsyncRolloutLoop._score_loop", names=("_score_group",), use="scores every group through _score_group"),
     UsedMember("_AsyncRolloutLoop._score_group", parameters=("group",), coroutine=True, names=("reward_funcs",
            "_env_reward_types", "_provides_rollout_reward"), use="wrapped: each group's rewards reach KGPS"),
-    UsedMember("_child_main", names=("run",), use="builds and runs the loop KGPS hands the worker"),
+    UsedMember("_child_main", names=("run", "_spawn_stop_watcher"), use="builds and runs the loop KGPS hands the "
+           "worker, whose stop watcher waits for the worker's stop event"),
     UsedMember("AsyncRolloutWorker._loop_cls", use="set: the loop class, KGPS's mixed in"),
     UsedMember("AsyncRolloutWorker.__init__", names=("_loop_kwargs", "metrics_queue"), use="set: the loop's arguments"),
     UsedMember("AsyncRolloutWorker.start", names=("_loop_cls", "_loop_kwargs"), use="starts the child with them"),
-    UsedMember("AsyncRolloutWorker.stop", parameters=(), use="wrapped: KGPS's service stops after the worker"),
+    UsedMember("AsyncRolloutWorker.stop", parameters=(), names=("_stop_event_mp",), use="wrapped: KGPS's service "
+           "stops after the worker; its stop event set when KGPS fails"),
+    UsedMember("AsyncRolloutWorker.check_health", parameters=("stale_after_s",), use="wrapped: KGPS's error first"),
     UsedMember("AsyncGRPOTrainer.__init__", names=("rollout_worker", "model_version"), use="read: the worker, the version"),
     UsedMember("AsyncGRPOTrainer.log", names=("metrics_queue",), use="drains KGPS's metrics into the logs"),
+    UsedMember("AsyncGRPOTrainer.get_train_dataloader", names=("check_health",), use="its wait for samples checks "
+           "the worker's health"),
     UsedMember("AsyncGRPOTrainer._sync_weight_merged", names=("model_version",), use="the version KGPS's norms follow"),
     UsedMember("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="the version KGPS's norms follow"),
     UsedMember("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the worker"),
@@ -315,6 +322,28 @@ def adopt(worker: Any, address: str, authkey: bytes, drop_zero_advantage: bool =
     worker._loop_kwargs.update(
         kgps_address=address, kgps_authkey=authkey, kgps_drop_zero_advantage=drop_zero_advantage
     )
+
+
+def request_stop(worker: Any) -> None:
+    """
+    Sets `worker`'s stop event, as `worker.stop()` does first, and returns once the worker's process has seen it. KGPS
+    does so when its engine fails, before the process learns of the failure and ends on it: a process that ends while
+    its stop watcher waits for the event would leave the next `set()`, in `worker.stop()`, waiting for that watcher
+    forever (a `multiprocessing.Event` wakes every waiter it had and waits for each to answer).
+    """
+    worker._stop_event_mp.set()
+
+
+def check_health_after(worker: Any, check: Any) -> None:
+    """Makes `worker.check_health(stale_after_s)`, which the trainer calls every few seconds while it waits for samples,
+    call `check()` first: an error of KGPS's then ends training within those seconds, named as KGPS's."""
+    check_health = worker.check_health
+
+    def checked(stale_after_s):
+        check()
+        check_health(stale_after_s)
+
+    worker.check_health = checked
 
 
 def stop_after(worker: Any, stop: Any) -> None:

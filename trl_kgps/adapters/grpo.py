@@ -27,7 +27,7 @@ from ..engine.protocol import PromptSelector
 from ..sampler import PROMPTS_PER_BATCH, KGPSRepeatSampler
 from . import trl_private
 from .distributed import check_ranks_agree, fingerprint, gather_indices
-from .trainer_adapter import TrainerAdapter, check_map_style
+from .trainer_adapter import TrainerAdapter, check_batch_arguments, check_map_style
 
 
 logger = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ class GRPOAdapter(TrainerAdapter):
                 "shuffle_dataset at its default."
             )
         check_map_style(trainer.train_dataset)
+        trl_private.check_index_column(trainer.train_dataset)
+        check_batch_arguments(trainer.args, PROMPTS_PER_BATCH)
         _check_columns_kept(trainer.args)
         if getattr(owner, "drop_zero_advantage", False):
             raise ValueError(
@@ -107,6 +109,7 @@ class GRPOAdapter(TrainerAdapter):
         if isinstance(dataset, trl_private.IndexedRows):
             dataset = dataset.rows
         check_map_style(dataset)
+        trl_private.check_index_column(dataset)
         if self.sampler is not None:
             if same_rows(self.sampler.data_source, dataset):
                 # Another `train()` on the same rows: the batch its predecessor chose ahead was never generated.

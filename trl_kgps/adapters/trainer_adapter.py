@@ -38,11 +38,36 @@ ONE_PER_TRAINER = (
 
 
 def check_map_style(dataset: Any) -> None:
-    """Raises `ValueError` unless `dataset` is map-style: KGPS selects prompts by their index."""
+    """
+    Raises `ValueError` unless `dataset` is map-style and has rows: KGPS selects prompts by their index. A stream (a
+    `datasets.IterableDataset`, from `load_dataset(..., streaming=True)` or `Dataset.to_iterable_dataset()`, or a
+    torch `IterableDataset`) has no index, and TRL builds no sampler for it.
+    """
     if isinstance(dataset, IterableDataset) or not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
         raise ValueError(
-            "KGPS needs a map-style train dataset: it selects prompts by index, and an IterableDataset has none. "
-            "Load the dataset without `streaming=True` (or convert it with `Dataset.from_generator`)."
+            f"KGPS needs a map-style train dataset, and this one is a {type(dataset).__module__}."
+            f"{type(dataset).__qualname__}, a stream: KGPS chooses each generation batch's prompts by their index in "
+            "the dataset, and a stream has no index (TRL builds no sampler for it). Load the dataset without "
+            "`streaming=True`, or make the stream map-style before training: `Dataset.from_generator(lambda: (yield "
+            "from stream), features=stream.features)` writes its rows to an Arrow file on disk (`stream.take(n)` "
+            "first keeps its first n)."
+        )
+    if len(dataset) == 0:
+        raise ValueError(
+            "The train dataset has no rows, and KGPS chooses the prompts of each generation batch among its rows. "
+            "Pass a dataset with at least one generation batch of prompts (a filter, a split or a select may have "
+            "left it empty)."
+        )
+
+
+def check_batch_arguments(args: Any, formula: str) -> None:
+    """Raises `ValueError` when the trainer's arguments put no prompt in a generation batch, whose prompts `formula`
+    counts: `per_device_train_batch_size` 0."""
+    if args.per_device_train_batch_size < 1:
+        raise ValueError(
+            f"per_device_train_batch_size={args.per_device_train_batch_size} puts no prompt in a generation batch "
+            f"(KGPS chooses {formula} prompts for each): set per_device_train_batch_size to 1 or more (on the "
+            "command line, --per_device_train_batch_size 8)."
         )
 
 

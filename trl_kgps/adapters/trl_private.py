@@ -195,6 +195,16 @@ def scored_inputs(args: tuple, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     return kwargs["inputs"] if "inputs" in kwargs else args[0]
 
 
+def check_index_column(dataset: Any) -> None:
+    """Raises `ValueError` when `dataset` has a column named `INDEX_COLUMN`, which `IndexedRows` would replace."""
+    if INDEX_COLUMN in (getattr(dataset, "column_names", None) or ()):
+        raise ValueError(
+            f"The train dataset has a column named {INDEX_COLUMN!r}, the name under which KGPS adds each row's dataset "
+            "index to attribute rewards to prompts: its values would be replaced by the index. Rename the column, "
+            f'e.g. dataset.rename_column("{INDEX_COLUMN}", "row_id").'
+        )
+
+
 class IndexedRows(Dataset):
     """
     A map-style dataset's rows as the data loader reads them, each with its dataset index under `kgps_index`: the

@@ -41,6 +41,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from ..adapters.dataset_columns import selector_for
 from ..adapters.report import group_success, last_metrics, reported_metrics
+from ..adapters.trainer_adapter import check_batch_arguments
 from ..callback import KGPSCallback
 from ..config import KGPSConfig
 from ..engine.ledger import check_batch_size
@@ -248,6 +249,7 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
         kgps_args = dataclasses.replace(kgps_args, feature_columns=["level"])
     # What the trainer would refuse once the model is built and warmed up, refused now: the dataset's size against a
     # generation batch, and the columns KGPS reads.
+    check_batch_arguments(training_args, PROMPTS_PER_BATCH)
     check_batch_size(
         training_args.generation_batch_size // training_args.num_generations, len(train_dataset), PROMPTS_PER_BATCH
     )
@@ -295,7 +297,10 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
 
 
 def _check_output_dir(output_dir: str) -> None:
-    """Refuses an `--output_dir` that names a file, or lies under one, before anything is loaded or trained."""
+    """
+    Refuses an `--output_dir` that names a file, lies under one, or cannot be created, before anything is loaded or
+    trained. A folder that does not exist yet is created and removed again: only trying tells whether it can be.
+    """
     path = Path(output_dir).absolute()
     existing = next(folder for folder in (path, *path.parents) if folder.exists())
     if not existing.is_dir():
@@ -303,6 +308,17 @@ def _check_output_dir(output_dir: str) -> None:
             f"--output_dir {output_dir}: {existing} is a file, not a folder. Name a folder to write the model, its "
             "KGPS state and card to (created if missing)."
         )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(
+            f"--output_dir {output_dir}: cannot create this folder ({error.strerror}). Name a folder you can write "
+            "to (created if missing)."
+        ) from None
+    for folder in (path, *path.parents):  # the folders created here, as they were: none
+        if folder == existing:
+            break
+        folder.rmdir()
 
 
 class _ProgressBar(ProgressCallback):
@@ -353,7 +369,8 @@ def accuracy_reward(completions: list, solution: list[str], **kwargs) -> list[fl
     from trl.rewards import accuracy_reward as conversational_accuracy_reward
 
     messages = [c if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
-    return conversational_accuracy_reward(messages, solution, **kwargs)
+    # It reads no other column; passing **kwargs on would tell the one line that it may read any (reward_reads).
+    return conversational_accuracy_reward(messages, solution)
 
 
 def _policy(script_args, model_args, seed: int):

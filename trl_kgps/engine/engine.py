@@ -78,6 +78,7 @@ class SelectionEngine:
         self.ledger = self.ledger_class(selector, batch_size, warmup_batches, seed)
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
+        self._no_reward_from: list[str] = []  # the reward functions that returned None for all of the last batch
 
     def outcomes(self, rewards_per_func: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
         """
@@ -85,6 +86,13 @@ class SelectionEngine:
         `rewards_per_func` of shape `(groups * group_size, reward_functions)`, NaN where a function returned `None`.
         """
         success, counted = self.rule(rewards_per_func)
+        # The functions whose `None`s leave a completion uncounted: the rule's own, or any.
+        silent = np.isnan(rewards_per_func).all(axis=0)
+        self._no_reward_from = [
+            name
+            for c, (name, none) in enumerate(zip(self.rule.reward_names, silent))
+            if none and self.rule.column in (None, c)
+        ]
         return success.reshape(-1, group_size).sum(axis=1), counted.reshape(-1, group_size).sum(axis=1)
 
     def observe(
@@ -105,7 +113,7 @@ class SelectionEngine:
             return None, {}
         if not scored.trials.any() and not self._warned_no_rewards:
             warnings.warn(
-                f"KGPS observed no reward for generation batch {self.ledger.batches_scored}: the reward functions "
+                f"KGPS observed no reward for generation batch {self.ledger.batches_scored}: {self._silent()} "
                 "returned None for every completion, so no prompt's belief changed. KGPS learns only from scored "
                 "completions: check that a reward function scores these prompts (or set success_reward to one that "
                 "does).",
@@ -116,6 +124,16 @@ class SelectionEngine:
         if getattr(self.selector, "shared", None) is not None:
             metrics.update(shared_metrics(self.selector, scored))
         return scored, metrics
+
+    def _silent(self) -> str:
+        """The reward functions that returned None for every completion of the last batch, as a warning names them."""
+        names = self._no_reward_from
+        if not names:
+            return "the reward functions"
+        if len(names) > 1:
+            return f"the reward functions {', '.join(map(repr, names))}"
+        decides = self.rule is not None and self.rule.column is not None
+        return f"the reward function {names[0]!r}{' (success_reward)' if decides else ''}"
 
     def predict(self, delta_norm: float) -> dict[str, float]:
         """
