@@ -32,7 +32,8 @@ Choices made here where the preprint's text leaves one open:
   fast as KGPS's \\(\gamma = 0.1\\): \\(d\psi / d\,\mathrm{logit} = \sqrt{p(1-p)}/2 = 1/4\\) there, so
   \\(2 \kappa v_0 = \gamma / 16\\).
 - **The score and \\(G\\).** \\(A_i = \mathbb{E}[1 - p^G - (1 - p)^G]\\) under the belief, the chance that a group
-  of \\(G\\) is mixed. \\(G\\) is `group_size`, or when unset the trials of the latest observation (TRL's
+  of \\(G\\) is mixed, by Gauss–Legendre quadrature over \\([0, \pi/2]\\) (Gauss–Hermite's nodes would fall outside
+  it). \\(G\\) is `group_size`, or when unset the trials of the latest observation (TRL's
   `num_generations`; 8 before any), as `ExperimentalSelector`'s `objective="mixed"` learns it.
 - **The selection.** `"sample"` (default): `B` prompts of the whole pool drawn without replacement in proportion to
   \\(A_i\\), seeded (KGPS's default rule, and the benchmark oracles' on the true rate); `"top"`: the `B` largest
@@ -118,14 +119,14 @@ class ArcusSelector(_Selector):
 
     @property
     def scored_group_size(self) -> int:
-        """\\(G\\) of the score: `group_size`, or the trials of the latest observation (8 before any)."""
+        r"""\\(G\\) of the score: `group_size`, or the trials of the latest observation (8 before any)."""
         return self.group_size or self._group_size_seen
 
     # Observing -----------------------------------------------------------------------------------------------------
 
     def update(self, indices, successes, trials) -> None:
-        """
-        Mixed groups by Kalman's update on \\(\\arcsin\\sqrt{s/n}\\); unanimous ones by the boundary layer.
+        r"""
+        Mixed groups by Kalman's update on \\(\arcsin\sqrt{s/n}\\); unanimous ones by the boundary layer.
 
         Args:
             indices, successes, trials (`ArrayLike` of shape `(k,)`): the prompts, their successes \\(s\\) and
