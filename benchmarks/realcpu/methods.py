@@ -1,7 +1,7 @@
 """
 Every method the testbed compares, by name: the library's selectors (`uniform`, `kgps` the default reading the
 dataset's `level` column as `trl-kgps train` does, `kgps_global` the default with no column, `kgps_per_prompt` the
-per-prompt default of trl-kgps 0.2, `kgps_paper`, `mopps`, `greso`, `dps`, and every configuration in
+per-prompt default of trl-kgps 0.2, `kgps_paper`, `mopps`, `greso`, `dps`, `arcus`, and every configuration in
 `trl_kgps.demo.variants.VARIANTS`, alone or with `:level` or `:embedding` as its feature), and benchmark-only ones that
 know what no real selector can:
 
@@ -114,7 +114,7 @@ def dataset_for(method: str, train):
 # The default choosing `k` batches ahead (`ChosenAhead`); `kgps` itself chooses one ahead, as `kgps_ahead1` does.
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
-    "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
+    "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "arcus", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
     "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
@@ -382,7 +382,7 @@ def build(method: str, setting, model, seed: int):
         levels = setting.true_levels if name == "oracle_level" else None
         rule = {"oracle_greedy": "greedy", "oracle_sizes": "sizes"}.get(name, "proportional")
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
-    if method in ("uniform", "mopps", "greso", "dps"):
+    if method in ("uniform", "mopps", "greso", "dps", "arcus"):
         return method, KGPSConfig()
     if method in AHEAD:
         config = variant_config("kgps:level")

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from benchmarks.realcpu import calibration
 from benchmarks.realcpu.environment import describe
 from benchmarks.realcpu.methods import BASELINE
 
@@ -18,9 +19,10 @@ from benchmarks.realcpu.methods import BASELINE
 def curves(outcome: dict) -> dict:
     """
     A run's snapshots as JSON-ready curves (per level too: each level's mean true success, and how many times its
-    prompts were trained), and its summary.
+    prompts were trained; the selector's calibration, `calibration.snapshot_calibration`), and its summary.
     """
     records = outcome["records"]
+    calibrated = calibration.snapshot_calibration(records, outcome["group_size"])
     steps = [r["step"] for r in records]
     mae = [None if r["predicted"] is None else float(np.abs(r["predicted"] - r["true"]).mean()) for r in records]
     estimated = [m for m in mae if m is not None]
@@ -37,6 +39,7 @@ def curves(outcome: dict) -> dict:
         },
         level_times_selected={str(level): int(counts[levels == level].sum()) for level in np.unique(levels)},
         mae_vs_true=mae,
+        calibration=calibrated,
         summary=dict(
             final_heldout_accuracy=accuracy[-1],
             heldout_gain=accuracy[-1] - accuracy[0],
@@ -50,6 +53,7 @@ def curves(outcome: dict) -> dict:
             dropped_share=outcome.get("dropped_share"),
             capped_steps=outcome.get("capped_steps"),
             wall_s=outcome["wall_s"],
+            **calibration.run_calibration(calibrated),
         ),
     )
 
@@ -109,7 +113,7 @@ def summarize(runs: dict) -> dict:
     for method, seeds in runs.items():
         summary[method] = {}
         for key in next(iter(seeds.values()))["summary"]:
-            values = [s["summary"][key] for s in seeds.values() if s["summary"][key] is not None]
+            values = [s["summary"][key] for s in seeds.values() if s["summary"].get(key) is not None]
             if values:
                 summary[method][key] = {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values)}
     return summary
@@ -190,7 +194,54 @@ def regime_table(name: str, entry: dict, held_back: int) -> str:
     for method, pair in pairs.items():
         if method != BASELINE:
             lines.append(f"- {method}: " + ", ".join(f"{d:+.3f}" for d in pair["difference"]))
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + calibration_table(runs, summary)) + "\n"
+
+
+# The calibration table's columns: (header, summary key, digits).
+CALIBRATION_COLUMNS = (
+    ("ECE", "ece", 3),
+    ("ECE, drawn", "ece_drawn", 3),
+    ("50 %", "coverage_50", 2),
+    ("90 %", "coverage_90", 2),
+    ("50 %, drawn", "coverage_drawn_50", 2),
+    ("90 %, drawn", "coverage_drawn_90", 2),
+    ("50 %, boundary", "coverage_boundary_50", 2),
+    ("90 %, boundary", "coverage_boundary_90", 2),
+)
+
+
+def calibration_table(runs: dict, summary: dict) -> list[str]:
+    """
+    The markdown lines of a regime's calibration table (`calibration`): per method, mean ± std over seeds of each
+    measure averaged over a run's snapshots after the first. Methods whose runs predate the measures are named apart.
+    """
+    recorded = [method for method, seeds in runs.items() if all("calibration" in s for s in seeds.values())]
+    if not recorded:
+        return []
+    shares = [summary[m]["boundary_share"]["mean"] for m in recorded if "boundary_share" in summary[m]]
+    lines = [
+        "",
+        "Calibration against the exact truth, mean ± std over seeds of each run's mean over its snapshots after the "
+        "first: the expected calibration error of the predicted success (10 bins; over every prompt, and over the "
+        "prompts drawn until the next snapshot, by their draws), and how often the true logit lies in the belief's "
+        "central 50 % and 90 % intervals (over every prompt, the prompts drawn, and the boundary: prompts whose "
+        f"group is more likely unanimous than mixed, {np.mean(shares):.0%} of the pool on average). A calibrated "
+        "belief's intervals hold the truth 50 % and 90 % of the time; — where a selector holds no posterior over "
+        "the success rate.",
+        "",
+        "| method | " + " | ".join(header for header, _, _ in CALIBRATION_COLUMNS) + " |",
+        "|---" * (len(CALIBRATION_COLUMNS) + 1) + "|",
+    ]
+    for method in recorded:
+        cells = []
+        for _, key, digits in CALIBRATION_COLUMNS:
+            value = summary[method].get(key)
+            cells.append("—" if value is None else f"{value['mean']:.{digits}f} ± {value['std']:.{digits}f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    older = [method for method in runs if method not in recorded]
+    if older:
+        lines += ["", f"Not measured (runs from a results file before these measures): {', '.join(older)}."]
+    return lines
 
 
 def _check_line(key: str, check: dict) -> str:

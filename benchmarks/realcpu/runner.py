@@ -13,26 +13,36 @@ from multiprocessing import get_context
 import numpy as np
 from transformers import TrainerCallback
 
-from benchmarks.realcpu import methods
+from benchmarks.realcpu import calibration, methods
 from benchmarks.realcpu import setting as settings
 
 
 class Snapshots(TrainerCallback):
-    """Every `every` steps (and before the first): the truth, the held-out accuracy and the selector's prediction."""
+    """
+    Every `every` steps (and before the first): the truth, the held-out accuracy, the selector's prediction and its
+    belief's intervals (`calibration.belief_intervals`), and how many times each prompt was chosen so far.
+    """
 
     def __init__(self, setting, kgps, every: int, extra_rollouts=lambda: 0):
         self.setting, self.kgps, self.every, self.extra_rollouts = setting, kgps, every, extra_rollouts
         self.records = []
 
     def take(self, model, step: int) -> None:
+        # Before a warmup epoch ends a selector has no prediction of its own.
+        predicting = not self.kgps.in_warmup
+        intervals = calibration.belief_intervals(self.kgps.selector) if predicting else None
         self.records.append(
             dict(
                 step=step,
                 rollouts=self.kgps.rollouts + self.extra_rollouts(),
                 true=self.setting.true_success(model, self.setting.train),
                 heldout=float(self.setting.true_success(model, self.setting.test).mean()),
-                # Before a warmup epoch ends a selector has no prediction of its own.
-                predicted=None if self.kgps.in_warmup else by_row(self.kgps, self.kgps.selector.predicted_success()),
+                predicted=by_row(self.kgps, self.kgps.selector.predicted_success()) if predicting else None,
+                # {level: (lower, upper)} logits by row; None where the selector holds no posterior
+                intervals=None
+                if intervals is None
+                else {level: tuple(by_row(self.kgps, end) for end in ends) for level, ends in intervals.items()},
+                selected=None if self.kgps.ledger is None else selected_by_row(self.kgps),
             )
         )
 
@@ -48,6 +58,12 @@ def by_row(kgps, values: np.ndarray) -> np.ndarray:
     """A selector's `(P,)` values for its distinct prompts as the `(N,)` values of the train dataset's rows: each row
     gets its prompt's (rows and prompts are one where no row repeats another's prompt)."""
     return np.asarray(values, float)[kgps.adapter.copies.prompt_of_row]
+
+
+def selected_by_row(kgps) -> np.ndarray:
+    """How many batches each prompt was chosen for so far, on its first row (0 on the rows repeating it), `(N,)`."""
+    copies = kgps.adapter.copies
+    return np.bincount(copies.first_row, kgps.ledger.times_selected, minlength=copies.prompt_of_row.size).astype(int)
 
 
 def run(setting, method: str, seed: int, observers=()) -> dict:
@@ -119,10 +135,8 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         batch_mae=[(r["step"], r["kgps/mae"]) for r in logged if "kgps/mae" in r],
         # Every prompt is chosen once by each warmup epoch: more than that, and a selector chose it afterwards.
         distinct_prompts=int(np.count_nonzero(kgps.ledger.times_selected > kgps.config.warmup_epochs)),
-        # each prompt's count on its first row, where rows repeat prompts
-        times_selected=np.bincount(kgps.adapter.copies.first_row, kgps.ledger.times_selected, minlength=len(train))
-        .astype(int)
-        .tolist(),
+        times_selected=selected_by_row(kgps).tolist(),
+        group_size=regime.num_generations,
         levels=setting.true_levels.tolist(),
         dropped_share=_dropped_share(trainer),
         capped_steps=getattr(trainer, "capped_steps", None),

@@ -123,7 +123,7 @@ def test_unknown_selector_is_refused(load_example, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args_and_config(["--output_dir", "out", "--selector", "ds"])
     assert "invalid choice: 'ds'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match=r"selector='ds'.*\['kgps', 'uniform', 'mopps', 'greso', 'dps'\]"):
+    with pytest.raises(ValueError, match=r"selector='ds'.*\['kgps', 'uniform', 'mopps', 'greso', 'dps', 'arcus'\]"):
         KGPSScriptArguments(selector="ds")
 
 

@@ -516,7 +516,13 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
 
 @pytest.mark.parametrize(
     "name, cls",
-    [("uniform", "UniformSelector"), ("mopps", "MoPPSSelector"), ("greso", "GRESOSelector"), ("dps", "DPSSelector")],
+    [
+        ("uniform", "UniformSelector"),
+        ("mopps", "MoPPSSelector"),
+        ("greso", "GRESOSelector"),
+        ("dps", "DPSSelector"),
+        ("arcus", "ArcusSelector"),
+    ],
 )
 def test_baselines_train_through_the_same_callback(tmp_path, model, tokenizer, name, cls):
     trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=14, selector=name)

@@ -10,7 +10,7 @@ import pytest
 from harness import build_model, train
 
 from trl_kgps import KGPSConfig, KGPSSelector, difficulty_table, load_selector
-from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector
+from trl_kgps.selectors import ArcusSelector, DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector
 from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
 
@@ -25,6 +25,7 @@ CLASSES = {
     "mopps": MoPPSSelector,
     "greso": GRESOSelector,
     "dps": DPSSelector,
+    "arcus": ArcusSelector,
 }
 
 

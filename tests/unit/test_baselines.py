@@ -12,10 +12,17 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSSelector, PromptSelector
-from trl_kgps.selectors import DPSSelector, GRESOSelector, MoPPSSelector, UniformSelector, build_selector
+from trl_kgps.selectors import (
+    ArcusSelector,
+    DPSSelector,
+    GRESOSelector,
+    MoPPSSelector,
+    UniformSelector,
+    build_selector,
+)
 
 
-ALL = [UniformSelector, MoPPSSelector, GRESOSelector, DPSSelector, KGPSSelector]
+ALL = [UniformSelector, MoPPSSelector, GRESOSelector, DPSSelector, ArcusSelector, KGPSSelector]
 
 
 @pytest.mark.parametrize("cls", ALL)

@@ -1,5 +1,6 @@
 """Prompt selectors: KGPS and, behind the same interface, the paper's baselines; `SELECTORS` names them all."""
 
+from .arcus import ArcusSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
 from .kgps import KGPSSelector
@@ -7,6 +8,7 @@ from .registry import SELECTORS, build_selector, class_named
 
 
 __all__ = [
+    "ArcusSelector",
     "DPSSelector",
     "GRESOSelector",
     "KGPSSelector",

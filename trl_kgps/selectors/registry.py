@@ -2,6 +2,7 @@
 
 from ..config import KGPSConfig
 from ..engine.protocol import PromptSelector
+from .arcus import ArcusSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
 from .experimental import ExperimentalConfig, ExperimentalSelector
@@ -15,6 +16,7 @@ SELECTORS: dict[str, type] = {
     "mopps": MoPPSSelector,
     "greso": GRESOSelector,
     "dps": DPSSelector,
+    "arcus": ArcusSelector,
 }
 
 
