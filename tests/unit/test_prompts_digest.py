@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from trl_kgps import KGPSSelector
+from trl_kgps.engine import prompts_digest as prompts_digest_module
 from trl_kgps.engine import state_file
 from trl_kgps.engine.prompts_digest import mismatch, prompts_digest, same_rows
 from trl_kgps.sampler import KGPSRepeatSampler
@@ -120,3 +121,99 @@ def test_same_rows_are_the_same_object_or_the_same_rows_in_the_same_order():
     assert not same_rows(rows, rows.select([2, 1, 0]))  # another order
     assert not same_rows(rows, rows.select([0, 1]))  # another length
     assert not same_rows(rows, Dataset.from_dict({"prompt": ["a", "b", "c"], "answer": ["1", "2", "4"]}))
+
+
+def _digest_value_by_value(dataset) -> dict:
+    """The oracle: every value read in Python and hashed by itself, the rows sorted as tuples."""
+    import hashlib
+    import json
+    import struct
+
+    def value_hash(value):
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=_bytes_content)
+        return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+    def hex_of(rows, header=b""):
+        packed = b"".join(struct.pack(f"<{len(row)}Q", *row) for row in rows)
+        return hashlib.sha256(header + packed).hexdigest()[:32]
+
+    names = sorted(dataset.column_names)
+    table = dataset.with_format("arrow")[:]
+    columns = {name: [value_hash(v) for v in table.column(name).to_pylist()] for name in names}
+    rows = list(zip(*(columns[name] for name in names)))
+    header = json.dumps(names).encode()
+    digest = {
+        "rows": {
+            "ordered": hex_of(rows, header),
+            "unordered": hex_of(sorted(rows), header),
+            "columns": {name: hex_of([(h,) for h in columns[name]]) for name in names},
+        }
+    }
+    if "prompt" in columns:
+        prompts = [(h,) for h in columns["prompt"]]
+        digest.update(column="prompt", ordered=hex_of(prompts), unordered=hex_of(sorted(prompts)))
+    return digest
+
+
+def _bytes_content(value):
+    return {"bytes": __import__("hashlib").blake2b(bytes(value), digest_size=16).hexdigest()}
+
+
+def _varied_rows(n: int, seed: int = 0) -> "datasets.Dataset":
+    """Texts distinct and repeated (unicode, empty, missing), ints of several widths and signs, bools, floats (-0.0,
+    NaN, inf), bytes, conversations, and a float column with missing values."""
+    rng = np.random.default_rng(seed)
+    words = ["", "a", "é", "😀 emoji", "日本語", "a" * 300, "x\ny", "\u0000nul"]
+    floats = [0.0, -0.0, float("nan"), float("inf"), -1.5, 1e-300, 0.1]
+    columns = {
+        "prompt": [f"Problem {i}: {words[i % len(words)]}" for i in range(n)],
+        "answer": [words[i] if i % 5 else None for i in rng.integers(0, len(words), n)],
+        "level": rng.integers(-3, 3, n).tolist(),
+        "big": [[-(2**63), 2**63 - 1, 0][i] for i in rng.integers(0, 3, n)],
+        "count": rng.integers(0, 2**32, n).tolist(),
+        "flag": (rng.random(n) < 0.3).tolist(),
+        "score": [floats[i] for i in rng.integers(0, len(floats), n)],
+        "blob": [bytes([i % 256, 7]) for i in rng.integers(0, 4, n)],
+        "messages": [[{"role": "user", "content": f"q{i % 3}"}] for i in range(n)],
+        "partial": [None if i % 7 == 0 else float(i % 4) for i in range(n)],
+    }
+    features = datasets.Features(
+        {
+            "prompt": datasets.Value("large_string"),
+            "answer": datasets.Value("string"),
+            "level": datasets.Value("int8"),
+            "big": datasets.Value("int64"),
+            "count": datasets.Value("uint32"),
+            "flag": datasets.Value("bool"),
+            "score": datasets.Value("float32" if seed % 2 else "float64"),
+            "blob": datasets.Value("binary"),
+            "messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}],
+            "partial": datasets.Value("float64"),
+        }
+    )
+    half = n // 2  # two tables, concatenated: a column in several chunks
+    first = datasets.Dataset.from_dict({k: v[:half] for k, v in columns.items()}, features=features)
+    second = datasets.Dataset.from_dict({k: v[half:] for k, v in columns.items()}, features=features)
+    return datasets.concatenate_datasets([first, second])
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        lambda d: d,
+        lambda d: d.shuffle(seed=1).select(range(len(d) - 3)),  # most rows, through an indices mapping
+        lambda d: d.select(range(7, 400, 3)),  # a small part of the table
+        lambda d: d.select([]),
+        lambda d: d.select_columns(["answer", "level", "flag"]).shuffle(seed=2),  # labels only, repeated rows
+    ],
+    ids=["stored", "shuffled", "a_small_part", "empty", "labels_only"],
+)
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("chunks", ["combined", "chunked"])
+def test_the_digest_is_that_of_hashing_every_value_by_itself(rows, seed, chunks, monkeypatch):
+    """Reading columns whole and hashing their distinct values once changes no digest: every state saved before
+    still fits the dataset it was saved for."""
+    if chunks == "chunked":  # as a column too large to read as one chunk is
+        monkeypatch.setattr(prompts_digest_module, "_COMBINED_BYTES", 0)
+    dataset = rows(_varied_rows(6000, seed))
+    assert prompts_digest(dataset) == _digest_value_by_value(dataset)

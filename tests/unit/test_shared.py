@@ -8,6 +8,7 @@ import pytest
 from reference import DenseKalman, gauss_hermite_utility
 
 from trl_kgps import KGPSConfig, KGPSSelector
+from trl_kgps.engine.lexicographic import row_keys
 from trl_kgps.selectors.shared_factor import SharedFactor, design
 
 
@@ -162,6 +163,53 @@ def test_rows_of_categorical_features_are_an_intercept_and_one_indicator_per_col
     np.testing.assert_array_equal(z, [[1, 1, 0, 1, 0], [1, 0, 1, 1, 0], [1, 1, 0, 0, 1], [1, 0, 1, 1, 0]])
     assert rows.names[rows.row_of[2]] == "level=1, type=b"
     np.testing.assert_array_equal(design(3).rows[design(3).row_of], np.ones((3, 1)))
+
+
+def _groups_by_sorting(features: dict) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The oracle of `design`'s categorical rows: each column's labels sorted, the combinations sorted as tuples."""
+    labels = {name: sorted(set(values)) for name, values in features.items()}
+    offsets = np.cumsum([1] + [len(level) for level in labels.values()])
+    codes = [[labels[name].index(v) for v in values] for name, values in features.items()]
+    combinations = list(zip(*codes))
+    distinct = sorted(set(combinations))
+    rows = np.zeros((len(distinct), offsets[-1]))
+    rows[:, 0] = 1.0
+    for c, combination in enumerate(distinct):
+        rows[c, offsets[:-1] + combination] = 1.0
+    names = [", ".join(f"{name}={labels[name][code]}" for name, code in zip(labels, combo)) for combo in distinct]
+    position = {combination: c for c, combination in enumerate(distinct)}
+    return rows / np.sqrt(1 + len(features)), np.array([position[c] for c in combinations]), names
+
+
+@pytest.mark.parametrize("columns", [3, 25], ids=["three_columns", "25_columns_past_int64_in_mixed_radix"])
+def test_categorical_groups_are_those_of_sorting_the_labels_and_their_combinations(columns):
+    rng = np.random.default_rng(columns)
+    N = 6000
+    labels = [
+        [1, 3, 5, 7, 9],
+        ["Algebra", "Geometry", "Number Theory", "ä", "😀", "b", ""],
+        [f"s{j}" for j in range(9)],
+    ]
+    features = {f"c{j}": rng.choice(labels[j % 3], N).tolist() for j in range(columns)}
+    features["c0"][5000] = 11  # a label first seen after the rows it looks the others up among
+    features["c1"][N - 1] = "late"
+    rows = design(N, {name: np.asarray(values) for name, values in features.items()})
+    expected_rows, expected_row_of, expected_names = _groups_by_sorting(features)
+    np.testing.assert_array_equal(rows.rows, expected_rows)
+    np.testing.assert_array_equal(rows.row_of, expected_row_of)
+    assert rows.row_of.dtype == np.int64 and rows.names == expected_names
+    assert (np.prod([len(set(v)) for v in features.values()], dtype=object) > 2**63) == (columns == 25)
+
+
+def test_row_keys_order_rows_lexicographically_past_int64():
+    rng = np.random.default_rng(0)
+    sizes = [2**40, 2**30, 3, 2**40, 5]  # their product is far past 2**63
+    codes = [rng.integers(0, n, 500) for n in sizes]
+    codes = [np.concatenate([c, c[:100]]) for c in codes]  # repeated rows
+    keys = row_keys(codes, sizes)
+    rows = list(zip(*(c.tolist() for c in codes)))
+    assert [rows[i] for i in np.argsort(keys, kind="stable")] == sorted(rows)
+    assert all((keys[i] == keys[j]) == (rows[i] == rows[j]) for i in range(0, 600, 7) for j in range(0, 600, 11))
 
 
 def test_an_embedding_gives_each_prompt_its_unit_direction_beside_the_intercept():

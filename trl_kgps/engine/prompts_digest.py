@@ -12,14 +12,28 @@ import decimal
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
+from .lexicographic import row_keys
+
 
 COLUMN = "prompt"
 _ROWS_PER_READ = 10_000
+# Arrow types (by name) whose distinct values, as Arrow's `dictionary_encode` finds them, are the distinct values in
+# Python; floats are told apart by their bits instead (Arrow's takes -0.0 for 0.0, which JSON writes apart).
+_EXACT_TYPES = frozenset(
+    {"string", "large_string", "binary", "large_binary", "bool"}
+    | {f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)}
+)
+_FLOAT_TYPES = frozenset({"float", "double"})
+# A column whose first `_SAMPLE` rows hold more than this share of distinct values is hashed row by row.
+_SAMPLE = 4096
+_DISTINCT_SHARE = 0.99
+# A column's chunks are read as one below this size: the offsets of Arrow's `string` are int32.
+_COMBINED_BYTES = 2**31
 # `datasets` features whose values are stored as `{"bytes", "path"}`: digested by their bytes, or else by their file's
 # name, so that a dataset reading its files from another folder (another machine, another cache) still fits.
 _MEDIA = {"Image", "Audio", "Video", "Pdf", "Nifti"}
@@ -39,13 +53,15 @@ def prompts_digest(dataset: Any) -> dict[str, Any] | None:
         another value JSON cannot hold by its type alone. A `datasets.Dataset` is read as stored, without decoding
         its images.
     """
-    columns = _columns(dataset)
-    if not columns:
+    read = _columns(dataset)
+    if not read:
         return None
-    names = sorted(columns)
-    hashes = np.stack([columns[name] for name in names], axis=1)  # (N, C) uint64, a hash per row and column
-    # Rows sorted lexicographically by their column hashes: the same rows in any order give the same matrix.
-    unordered = hashes[np.lexsort(hashes.T[::-1])] if len(hashes) else hashes
+    names = sorted(read)
+    hashes = np.stack([distinct[codes] for codes, distinct in map(read.get, names)], axis=1)  # (N, C) uint64
+    columns = {name: hashes[:, j] for j, name in enumerate(names)}
+    # Rows sorted lexicographically by their column hashes (as `np.lexsort(hashes.T[::-1])` sorts them, in a second
+    # for a million rows): the same rows in any order give the same matrix.
+    unordered = np.take(hashes, np.argsort(_sort_keys(read, names)), axis=0) if len(hashes) else hashes
     header = json.dumps(names).encode()
     digest = {
         "rows": {
@@ -112,27 +128,120 @@ def mismatch(saved: dict[str, Any], current: dict[str, Any], num_prompts: int) -
     )
 
 
-def _columns(dataset: Any) -> dict[str, np.ndarray] | None:
-    """Each column's value hashes, `(N,)` uint64 in index order; `None` when the rows are not dicts of columns."""
+def _columns(dataset: Any) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """
+    Each column as `(codes, hashes)`: `hashes[codes]` are its values' hashes in index order, `(N,)` uint64; `None`
+    when the rows are not dicts of columns.
+    """
     names = getattr(dataset, "column_names", None)
     if names and hasattr(dataset, "with_format") and hasattr(dataset, "iter"):
-        # datasets.Dataset: read as stored (an image as its bytes and path, not decoded), in batches
-        media = {name for name, feature in (getattr(dataset, "features", None) or {}).items() if _is_media(feature)}
-        hashes: dict[str, list[int]] = {name: [] for name in names}
-        for table in dataset.with_format("arrow").iter(_ROWS_PER_READ):
-            for name in names:
-                values = table.column(name).to_pylist()
-                if name in media:
-                    values = [_media_content(value) for value in values]
-                hashes[name].extend(_hash(value) for value in values)
-        return {name: np.asarray(values, dtype=np.uint64).reshape(-1) for name, values in hashes.items()}
+        return _stored_columns(dataset)
     if not len(dataset) or not isinstance(dataset[0], dict):
         return None
     names = sorted(dataset[0])
     rows: Iterator[dict[str, Any]] = (dataset[i] for i in range(len(dataset)))
-    table = [[_hash(row.get(name)) for name in names] for row in rows]
-    matrix = np.asarray(table, dtype=np.uint64).reshape(len(dataset), len(names))
-    return {name: matrix[:, j] for j, name in enumerate(names)}
+    matrix = _hashes(row.get(name) for row in rows for name in names).reshape(len(dataset), len(names))
+    return {name: (np.arange(len(dataset)), matrix[:, j]) for j, name in enumerate(names)}
+
+
+def _stored_columns(dataset: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """
+    The columns of a `datasets.Dataset` (`_columns`), read as stored: an image as its bytes and path, not decoded. A
+    column of labels, texts or numbers is read whole from the Arrow table, through the rows `select`, `shuffle` or
+    `filter` kept, and each of its distinct values is hashed once; any other (conversations, images) value by value,
+    in batches.
+    """
+    media = {name for name, feature in (getattr(dataset, "features", None) or {}).items() if _is_media(feature)}
+    table, indices = getattr(dataset, "data", None), getattr(dataset, "_indices", False)
+    columns = {}
+    if hasattr(table, "column") and indices is not False:  # `_indices`: None until rows are selected
+        rows = None if indices is None else indices.column(0)
+        for name in dataset.column_names:
+            hashed = None if name in media else _read(table.column(name), rows)
+            if hashed is not None:
+                columns[name] = hashed
+    rest = [name for name in dataset.column_names if name not in columns]
+    if rest:
+        parts: dict[str, list[np.ndarray]] = {name: [np.zeros(0, dtype=np.uint64)] for name in rest}
+        for batch in dataset.select_columns(rest).with_format("arrow").iter(_ROWS_PER_READ):
+            for name in rest:
+                values = batch.column(name).to_pylist()
+                parts[name].append(
+                    _hashes(_media_content(value) for value in values) if name in media else _hashes(values)
+                )
+        for name in rest:
+            hashes = np.concatenate(parts[name])
+            columns[name] = (np.arange(len(hashes)), hashes)
+    return {name: columns[name] for name in dataset.column_names}
+
+
+def _read(values: Any, rows: Any = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """
+    The Arrow column `values` at its `rows` (an Arrow index array; all by default) as `(codes, hashes)`, each value
+    hashed as its Python value is; `None` for a type whose distinct values Arrow cannot tell as Python would
+    (`_EXACT_TYPES`, `_FLOAT_TYPES`). A column of few distinct values (labels, answers, prompts on several rows)
+    hashes each once; one whose first rows are nearly all distinct (a prompt per row) hashes every row instead, which
+    saves finding the distinct values.
+    """
+    kind = str(values.type)
+    if kind in _FLOAT_TYPES and not values.null_count:
+        array = (values if rows is None else values.take(rows)).to_numpy()
+        _, first, codes = np.unique(array.view(f"u{array.itemsize}"), return_index=True, return_inverse=True)
+        return codes.reshape(-1), _hashes(array[first].tolist())
+    if kind not in _EXACT_TYPES:
+        return None
+    if rows is not None and len(rows) < len(values) // 2:  # a small part of the table: read it alone
+        values, rows = values.take(rows), None
+    sample = values.slice(0, _SAMPLE)
+    if len(sample.unique()) > _DISTINCT_SHARE * len(sample):
+        values = values if rows is None else values.take(rows)
+        return np.arange(len(values)), _array_hashes(values)
+    return _dictionary(values, None if rows is None else rows.to_numpy())
+
+
+def _dictionary(values: Any, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """`_read` by the distinct values of the whole column, which are hashed where `rows` use them."""
+    if values.num_chunks > 1 and values.nbytes < _COMBINED_BYTES:  # one chunk encodes twice as fast
+        values = values.combine_chunks()
+    encoded = values.dictionary_encode()
+    chunks = getattr(encoded, "chunks", [encoded])
+    if not chunks:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    dictionary = chunks[0].dictionary
+    if not all(chunk.dictionary.equals(dictionary) for chunk in chunks):  # one, shared by every chunk
+        return None
+    # Each row's index in the dictionary, or just past it where the value is missing (None).
+    codes = np.concatenate([chunk.indices.fill_null(len(dictionary)).to_numpy() for chunk in chunks])
+    codes = codes if rows is None else codes[rows]
+    present = np.bincount(codes, minlength=len(dictionary) + 1) > 0
+    hashes = _array_hashes(dictionary.take(np.flatnonzero(present[:-1])))
+    if present[-1]:
+        hashes = np.append(hashes, _hashes([None]))
+    return (np.cumsum(present) - 1)[codes], hashes
+
+
+def _array_hashes(array: Any) -> np.ndarray:
+    """`(n,)` uint64: the hashes of an Arrow array's values, read in slices; a text by its UTF-8 bytes as stored."""
+    kind = str(array.type)
+    texts = kind in ("string", "large_string")
+    if texts:
+        array = array.cast(kind.replace("string", "binary"))  # the same buffers, read as bytes
+    parts = [np.zeros(0, dtype=np.uint64)]
+    for start in range(0, len(array), _ROWS_PER_READ):
+        values = array.slice(start, _ROWS_PER_READ).to_pylist()
+        parts.append(_text_hashes(values) if texts else _hashes(values))
+    return np.concatenate(parts)
+
+
+def _sort_keys(columns: dict[str, tuple[np.ndarray, np.ndarray]], names: list[str]) -> np.ndarray:
+    """`(N,)` int64 keys that sort the rows as their column hashes do, lexicographically in the order of `names`."""
+    ranks, sizes = [], []
+    for name in names:
+        codes, hashes = columns[name]
+        distinct, rank = np.unique(hashes, return_inverse=True)  # each hash's rank among the column's
+        ranks.append(rank.reshape(-1)[codes])
+        sizes.append(len(distinct))
+    return row_keys(ranks, sizes)
 
 
 def _is_media(feature: Any) -> bool:
@@ -156,9 +265,18 @@ def _media_content(value: Any) -> Any:
     return value
 
 
-def _hash(value: Any) -> int:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=_content)
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+def _hashes(values: Iterable[Any]) -> np.ndarray:
+    """`(n,)` uint64: each value's hash, that of its text (`_text_hashes`): a string as it is, else its sorted JSON."""
+    texts = (
+        value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=_content) for value in values
+    )
+    return _text_hashes(text.encode() for text in texts)
+
+
+def _text_hashes(texts: Iterable[bytes]) -> np.ndarray:
+    """`(n,)` uint64: the first 8 bytes of each UTF-8 text's BLAKE2b, read little-endian."""
+    digests = b"".join([hashlib.blake2b(text, digest_size=8).digest() for text in texts])
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
 
 
 def _content(value: Any) -> Any:
@@ -181,4 +299,6 @@ def _content(value: Any) -> Any:
 
 
 def _hex(hashes: np.ndarray, header: bytes = b"") -> str:
-    return hashlib.sha256(header + hashes.astype("<u8").tobytes()).hexdigest()[:32]
+    digest = hashlib.sha256(header)
+    digest.update(np.ascontiguousarray(hashes, dtype="<u8"))  # its bytes row by row, a contiguous array uncopied
+    return digest.hexdigest()[:32]

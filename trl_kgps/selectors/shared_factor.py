@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.lexicographic import row_keys
 from ._binomial import posterior_moments
 from .prior_rates import Rates
 
@@ -68,6 +69,7 @@ _MIN_RELATIVE_PRECISION = 1e-9
 # A label (or column name) longer than this is shortened where it names a group (`_short`).
 _MAX_LABEL = 40
 _EMBEDDING_DIMENSIONS = 64  # an embedding wider than this is projected onto its leading principal directions
+_FIRST_LABELS = 4096  # `_labels` sorts a column's first rows, and looks the rest up among the labels they hold
 
 
 class Design:
@@ -258,8 +260,8 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]], starts: dict[str,
     success rates, from which `prior_mean` follows."""
     codes, levels = [], []
     for _, values in columns:
-        level, code = np.unique(values, return_inverse=True)
-        codes.append(code.astype(np.int64))
+        level, code = _labels(values)
+        codes.append(code)
         levels.append(level)
     values = sum(len(level) for level in levels)
     if values > MAX_CATEGORICAL_VALUES:
@@ -273,8 +275,11 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]], starts: dict[str,
             "shared by the whole pool."
         )
     offsets = np.cumsum([1] + [len(level) for level in levels])  # the intercept, then each column's indicators
-    combination = np.stack(codes, axis=1)
-    distinct, cell = np.unique(combination, axis=0, return_inverse=True)
+    # np.unique(np.stack(codes, axis=1), axis=0), whose row-by-row sort takes a second on a million prompts
+    _, first, cell = np.unique(
+        row_keys(codes, [len(level) for level in levels]), return_index=True, return_inverse=True
+    )
+    distinct = np.stack(codes, axis=1)[first]  # (C, F): each group's codes, in lexicographic order
     rows = np.zeros((len(distinct), int(offsets[-1])))
     rows[:, 0] = 1.0
     for j in range(len(columns)):
@@ -291,6 +296,21 @@ def _categorical_design(columns: list[tuple[str, np.ndarray]], starts: dict[str,
         for combo in distinct
     ]
     return Design(rows, cell.reshape(-1).astype(np.int64), names, "categorical", prior_mean)
+
+
+def _labels(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """
+    `np.unique(values, return_inverse=True)` for the labels of one column, `(N,)` ints or strings: the sorted distinct
+    labels `(L,)`, and each prompt's index among them `(N,)` int64. Sorting a million strings takes a second; the
+    labels of the column's first rows are sorted instead, every row is looked up among them by bisection, O(N log L),
+    and the labels of the rows not found are added (a second look-up).
+    """
+    levels = np.unique(values[:_FIRST_LABELS])
+    code = np.minimum(np.searchsorted(levels, values), len(levels) - 1)
+    if not np.array_equal(levels[code], values):
+        levels = np.union1d(levels, values[levels[code] != values])
+        code = np.searchsorted(levels, values)
+    return levels, code.astype(np.int64)
 
 
 def _short(label: str) -> str:
