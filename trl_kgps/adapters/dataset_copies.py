@@ -29,7 +29,7 @@ def find_copies(dataset: Any, key: str | None, batch_size: int) -> PromptCopies:
         `ValueError`: a `key` other than `"prompt"` that the dataset does not have, naming the columns it has.
     """
     names = list(getattr(dataset, "column_names", None) or [])
-    if key is None or (key == "prompt" and (key not in names or MEDIA_COLUMNS & set(names))):
+    if key is None or not len(dataset) or (key == "prompt" and (key not in names or MEDIA_COLUMNS & set(names))):
         return PromptCopies.by_row(len(dataset))
     if key not in names:
         raise ValueError(
@@ -37,8 +37,9 @@ def find_copies(dataset: Any, key: str | None, batch_size: int) -> PromptCopies:
             "column whose equal values mark copies of one prompt (e.g. an id), 'prompt' (the default), or None to "
             "keep one belief per row."
         )
-    values = _comparable(column(dataset, key).combine_chunks())
-    codes = pc.dictionary_encode(values, null_encoding="encode").indices.to_numpy(zero_copy_only=False)
+    values = pa.chunked_array([_comparable(chunk) for chunk in column(dataset, key).chunks], type=None)
+    # Each row's position among the distinct values, which `unique` lists in the order they first appear.
+    codes = pc.index_in(values, value_set=pc.unique(values), skip_nulls=False).to_numpy(zero_copy_only=False)
     copies = PromptCopies(codes, key=key)
     if copies.num_prompts < batch_size:
         return PromptCopies.by_row(len(dataset))
