@@ -326,8 +326,7 @@ def adopt(worker: Any, address: str, authkey: bytes, drop_zero_advantage: bool =
 
 def request_stop(worker: Any) -> None:
     """
-    Sets `worker`'s stop event, as `worker.stop()` does first, and returns once the worker's process has seen it. KGPS
-    does so when its engine fails, before the process learns of the failure and ends on it: a process that ends while
+    Sets `worker`'s stop event, as `worker.stop()` does first. KGPS does so when its engine fails, before the process learns of the failure and ends on it: a process that ends while
     its stop watcher waits for the event would leave the next `set()`, in `worker.stop()`, waiting for that watcher
     forever (a `multiprocessing.Event` wakes every waiter it had and waits for each to answer).
     """
