@@ -166,8 +166,9 @@ def group_table(lines):
 def test_own_data(run_example_as_is, tmp_path):
     """
     examples/own_data.py as docs/own_data.md tells users to run it: it trains 40 steps, logs the line the page quotes,
-    checkpoints KGPS's state and prints the page's table (within the rounding of other CPUs' kernels: the warm start
-    is the same bytes everywhere).
+    checkpoints KGPS's state and prints the page's table, to what other kernels and thread counts change in 40 sampled
+    steps (the warm start is the same bytes everywhere; torch 2.11 with two threads moved `digits=2+2` from 0.05 to
+    0.10), and what the page reads from it exactly.
     """
     result = run_example_as_is("own_data.py")
     (logged,) = page_block("own_data.md", "Before the first step KGPS logs")
@@ -179,7 +180,7 @@ def test_own_data(run_example_as_is, tmp_path):
     shown = group_table(page_block("own_data.md", "prints the table"))
     assert printed.keys() == shown.keys() == {"digits=1+1", "digits=1+2", "digits=2+1", "digits=2+2"}
     for group, (success, times) in printed.items():
-        assert abs(success - shown[group][0]) <= 0.03 and abs(times - shown[group][1]) <= 0.15, group
+        assert abs(success - shown[group][0]) <= 0.08 and abs(times - shown[group][1]) <= 0.4, group
     # What the page reads from it: the one-digit sums, right about half the time, drew the most rollouts; the sums
     # the model never gets right drew fewer than an even spread's 0.82 (41 batches of 8 over 400 prompts).
     assert max(printed, key=lambda group: printed[group][1]) == "digits=1+1" and 0.4 < printed["digits=1+1"][0] < 0.6
