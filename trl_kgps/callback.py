@@ -5,9 +5,9 @@ from typing import TYPE_CHECKING
 from transformers import Trainer, TrainerCallback
 
 from .adapters import trl_private
-from .adapters.async_grpo import AsyncGRPOAdapter
+from .adapters.async_grpo import AsyncGRPOAdapter, check_drop_zero_advantage
 from .adapters.grpo import GRPOAdapter
-from .adapters.trainer_adapter import TrainerAdapter
+from .adapters.trainer_adapter import ATTACH, REUSED, TrainerAdapter
 from .config import KGPSConfig
 from .engine.engine import SelectionEngine
 from .engine.ledger import BatchLedger
@@ -18,13 +18,6 @@ from .selectors import SELECTORS
 
 if TYPE_CHECKING:
     import datasets
-
-_ATTACH = "Attach it explicitly: `trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
-_REUSED = (
-    "This KGPSCallback belongs to another trainer: a callback binds to the first trainer it is passed to, and "
-    "holds that run's beliefs and sampler. Pass a new one to each trainer, e.g. "
-    "`GRPOTrainer(..., callbacks=[KGPSCallback(config)])`; to continue a run, resume it from its checkpoint."
-)
 
 
 class KGPSCallback(TrainerCallback):
@@ -44,8 +37,7 @@ class KGPSCallback(TrainerCallback):
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
         drop_zero_advantage (`bool`, *optional*, defaults to `False`): under `AsyncGRPOTrainer`, a group whose
             completions all get the same reward never reaches the optimizer (KGPS still learns from it) and the worker
-            generates on to fill the batch (docs/trl.md). `GRPOTrainer` and `RLOOTrainer` refuse it. Read when the
-            trainer is built: setting it afterwards raises.
+            generates on to fill the batch (docs/trl.md); other trainers refuse it. Fixed once the trainer is built.
     """
 
     def __init__(
@@ -73,7 +65,7 @@ class KGPSCallback(TrainerCallback):
         if self.trainer is trainer:
             return self
         if self.trainer is not None:
-            raise RuntimeError(_REUSED)
+            raise RuntimeError(REUSED)
         adapter = AsyncGRPOAdapter if AsyncGRPOAdapter.fits(trainer) else GRPOAdapter
         self.adapter = adapter(trainer, self, self.config, self._selector)
         self.trainer = trainer
@@ -86,15 +78,7 @@ class KGPSCallback(TrainerCallback):
 
     @drop_zero_advantage.setter
     def drop_zero_advantage(self, value: bool) -> None:
-        if not isinstance(value, bool):
-            raise TypeError(f"drop_zero_advantage must be True or False, got {value!r}.")
-        if self.adapter is not None and value != self._drop_zero_advantage:
-            raise AttributeError(
-                f"drop_zero_advantage={value!r} was set after the trainer was built with this KGPSCallback, which "
-                f"then checked and took drop_zero_advantage={self._drop_zero_advantage!r}: the new value would be "
-                "ignored. Pass it when building the callback, before the trainer: "
-                f"KGPSCallback(config, drop_zero_advantage={value!r})."
-            )
+        check_drop_zero_advantage(value, None if self.adapter is None else self._drop_zero_advantage)
         self._drop_zero_advantage = value
 
     @property
@@ -135,22 +119,20 @@ class KGPSCallback(TrainerCallback):
     def difficulty_table(self) -> "datasets.Dataset":
         """This run's per-prompt table (see `trl_kgps.difficulty_table`, which reads a saved run's)."""
         if self.engine is None:
-            raise RuntimeError(
-                "KGPSCallback has no difficulty table before training: call it after `trainer.train()`."
-            )
+            raise RuntimeError("KGPSCallback has no difficulty table before training: call it after trainer.train().")
         return self.adapter.difficulty_table()
 
     def on_init_end(self, args, state, control, **kwargs):
         if self.trainer is None:
             self.attach(trl_private.trainer_being_built(self))
         elif args is not self.trainer.args:  # passed to a second trainer (a notebook cell run twice)
-            raise RuntimeError(_REUSED)
+            raise RuntimeError(REUSED)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.trainer is None:
-            raise RuntimeError("KGPSCallback is not attached to a trainer. " + _ATTACH)
+            raise RuntimeError(ATTACH)
         if args is not self.trainer.args:
-            raise RuntimeError(_REUSED)
+            raise RuntimeError(REUSED)
         self.adapter.on_train_begin(args, state, control, **kwargs)
 
     def on_optimizer_step(self, args, state, control, **kwargs):

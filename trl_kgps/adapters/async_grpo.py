@@ -61,6 +61,22 @@ logger = logging.getLogger(__name__)
 MAX_DROPPED_BATCHES = 10
 
 
+def check_drop_zero_advantage(value: Any, taken: bool | None) -> None:
+    """
+    Raises unless `value` may become `KGPSCallback.drop_zero_advantage`: a bool, and, once the callback is attached
+    (`taken`, the value its trainer was checked with; `None` before), that same value, which the new one would not
+    replace.
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"drop_zero_advantage must be True or False, got {value!r}.")
+    if taken is not None and value != taken:
+        raise AttributeError(
+            f"drop_zero_advantage={value!r} was set after the trainer was built with this KGPSCallback, which then "
+            f"checked and took drop_zero_advantage={taken!r}: the new value would be ignored. Pass it when building "
+            f"the callback, before the trainer: KGPSCallback(config, drop_zero_advantage={value!r})."
+        )
+
+
 class SelectionService:
     """
     Answers the rollout loop's requests from `engine` on a daemon thread of the trainer's rank 0 (see

@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+ATTACH = (
+    "KGPSCallback is not attached to a trainer. Attach it explicitly: "
+    "`trainer.add_callback(KGPSCallback(config, trainer=trainer))`."
+)
+REUSED = (
+    "This KGPSCallback belongs to another trainer: a callback binds to the first trainer it is passed to, and "
+    "holds that run's beliefs and sampler. Pass a new one to each trainer, e.g. "
+    "`GRPOTrainer(..., callbacks=[KGPSCallback(config)])`; to continue a run, resume it from its checkpoint."
+)
 ONE_PER_TRAINER = (
     "A trainer takes one KGPSCallback, and this one has two: each would choose the prompts and learn from the same "
     "rewards. Keep one; to compare selectors, train one trainer for each, e.g. with "
