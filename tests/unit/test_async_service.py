@@ -166,3 +166,28 @@ def test_a_failing_service_stops_the_worker_before_the_worker_learns_of_the_fail
         assert len(stopped) == 1 and isinstance(stopped[0], ValueError)
     finally:
         served.stop()
+
+
+def test_a_process_whose_trainer_stopped_draining_kgps_metrics_still_exits():
+    """KGPS puts metrics on the worker's multiprocessing queue, which the trainer drains; a run that ends (on an error)
+    with more unread than the pipe holds must not wait at exit on the queue's feeder thread (it hung CI's pytest)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import multiprocessing, queue as _
+        from trl_kgps import KGPSConfig, KGPSSelector
+        from trl_kgps.adapters.async_grpo import SelectionService
+        from trl_kgps.engine.engine import SelectionEngine
+
+        metrics = multiprocessing.get_context("spawn").Queue(maxsize=4096)
+        served = SelectionService(SelectionEngine(KGPSSelector(12), 3), KGPSConfig(), metrics, lambda: 0, 4)
+        for step in range(2000):  # about 400 KB of metrics, never read: far more than a pipe's buffer
+            served.log({f"kgps/metric_{i}": float(step) for i in range(8)})
+        print("logged", flush=True)
+        """
+    )
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0 and "logged" in finished.stdout, finished.stderr[-2000:]

@@ -117,6 +117,9 @@ class SelectionService:
         self.dropped_in_a_row = 0
         self.config = config
         self.metrics_queue = metrics_queue
+        # KGPS puts its metrics on the worker's queue from this process, which the trainer's `log()` drains: a run that
+        # ends with some of them unread (an error) must not wait at exit for the queue's feeder thread to write them.
+        getattr(metrics_queue, "cancel_join_thread", lambda: None)()
         self.model_version = model_version
         self.lock = threading.Lock()
         self.authkey = secrets.token_bytes(32)
