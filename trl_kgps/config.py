@@ -377,7 +377,7 @@ class KGPSConfig:
                 "prior_column",
                 self.prior_column,
                 "be a column name of the train dataset or None",
-                "use e.g. 'solve_rate', or None to let KGPS find one",
+                "use e.g. 'solve_rate', or None to read none",
             )
         if self.prompt_key is not None and not are_names(self.prompt_key):
             raise refusal(
