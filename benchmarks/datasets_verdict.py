@@ -27,7 +27,6 @@ The runs (`benchmarks/results/`):
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -36,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import one_line_verdict  # noqa: E402
 from benchmarks.one_line_verdict import mean_se  # noqa: E402
 from benchmarks.realcpu.report import rollouts_to_reach  # noqa: E402
 
@@ -64,18 +64,8 @@ EARLY_STEP = 100  # the snapshot at which the prior's head start is read
 
 
 def load(results: str = RESULTS) -> dict:
-    """`runs[regime][method][seed]`, the union of the files that exist."""
-    runs: dict = {}
-    for name in FILES:
-        path = os.path.join(results, name)
-        if not os.path.exists(path):
-            continue
-        with open(path) as f:
-            for regime, entry in json.load(f)["regimes"].items():
-                for method, seeds in entry["runs"].items():
-                    for seed, run in seeds.items():
-                        runs.setdefault(regime, {}).setdefault(method, {}).setdefault(seed, run)
-    return runs
+    """`runs[regime][method][seed]`, the union of the files of `FILES` that exist (`one_line_verdict.load`)."""
+    return one_line_verdict.load([path for name in FILES if os.path.exists(path := os.path.join(results, name))])
 
 
 def compare(mine: dict, theirs: dict) -> dict[str, float]:
