@@ -73,17 +73,25 @@ def test_a_restart_hands_out_the_pending_batches_first_then_chooses():
     assert not set(third) & set(first + second) and served.engine.ledger.batches_chosen == 3
 
 
+def score_first_batch(worker, rewards_at):
+    """As the rollout worker does over its connection: names the reward columns, asks for a batch, reports each group
+    with `rewards_at(position)`, then asks for the next batch (whose answer the caller reads). Returns the first batch's
+    `(batch id, indices)`."""
+    worker.send(("columns", ["accuracy"]))
+    worker.send(("choose",))
+    batch_id, indices = worker.recv()
+    for position, index in enumerate(indices):
+        worker.send(("scored", batch_id, position, index, 0, rewards_at(position)))
+    worker.send(("choose",))
+    return batch_id, indices
+
+
 def test_the_worker_talks_to_the_service_over_its_connection_and_learns_of_its_failure():
     served = service()
     address = served.listen()
     try:
         with Client(address, authkey=served.authkey) as worker:
-            worker.send(("columns", ["accuracy"]))
-            worker.send(("choose",))
-            batch_id, indices = worker.recv()
-            for position, index in enumerate(indices):
-                worker.send(("scored", batch_id, position, index, 0, rewards(position)))
-            worker.send(("choose",))
+            batch_id, indices = score_first_batch(worker, rewards)
             assert worker.recv()[0] == batch_id + 1
             worker.send(("scored", batch_id, 0, indices[0], 0, rewards(1)))  # counted already: the service fails
             worker.send(("choose",))
@@ -155,12 +163,7 @@ def test_a_failing_service_stops_the_worker_before_the_worker_learns_of_the_fail
     address = served.listen()
     try:
         with Client(address, authkey=served.authkey) as worker:
-            worker.send(("columns", ["accuracy"]))
-            worker.send(("choose",))
-            batch_id, indices = worker.recv()
-            for position, index in enumerate(indices):
-                worker.send(("scored", batch_id, position, index, 0, np.array([[np.inf]] * G)))
-            worker.send(("choose",))
+            score_first_batch(worker, lambda position: np.array([[np.inf]] * G))
             kind, message = worker.recv()
         assert kind == "error" and "returned inf" in message
         assert len(stopped) == 1 and isinstance(stopped[0], ValueError)
