@@ -141,6 +141,11 @@ def belief_intervals(selector, levels=LEVELS) -> dict[float, tuple[np.ndarray, n
     return intervals
 
 
+# Where the truth can be told apart from 0 and 1 at all: at p = 1e-3 a prompt's 112 rollouts (14 groups of 8, the most
+# a suite run gives one prompt) are all wrong 89 % of the time, and p = 1e-3 and 1e-12 look the same to any selector.
+RESOLVABLE = (1e-3, 1 - 1e-3)
+
+
 def boundary(true, group_size: int) -> np.ndarray:
     """Where zero-variance groups live: prompts whose group of `group_size` is more likely unanimous than mixed."""
     true = np.asarray(true, float)
@@ -211,12 +216,14 @@ def snapshot_calibration(records: list[dict], group_size: int) -> dict[str, list
     Per snapshot (a run's `records`, see `runner.Snapshots`), JSON-ready: `ece` over every row; `ece_drawn` over the
     rows drawn between this snapshot and the next, each weighted by its draws, against this snapshot's prediction
     and truth (`None` for the last snapshot); `coverage_<level>` (e.g. `coverage_90`), `coverage_drawn_<level>` and
-    `coverage_boundary_<level>`, the share of rows whose true logit lies in the belief's interval, over every row,
-    the rows drawn, and the rows where a group of `group_size` is more likely unanimous than mixed (`boundary_share`
-    of them). `None` before a selector predicts, and for coverage where it holds no posterior.
+    `coverage_boundary_<level>` and `coverage_resolvable_<level>`, the share of rows whose true logit lies in the
+    belief's interval, over every row, the rows drawn, the rows where a group of `group_size` is more likely
+    unanimous than mixed (`boundary_share` of them), and the rows whose true success lies in `RESOLVABLE`
+    (`resolvable_share` of them). `None` before a selector predicts, and for coverage where it holds no posterior.
     """
-    out: dict[str, list] = {key: [] for key in ("ece", "ece_drawn", "boundary_share")}
-    out |= {f"coverage{part}_{round(100 * level)}": [] for part in ("", "_drawn", "_boundary") for level in LEVELS}
+    parts = ("", "_drawn", "_boundary", "_resolvable")
+    out: dict[str, list] = {key: [] for key in ("ece", "ece_drawn", "boundary_share", "resolvable_share")}
+    out |= {f"coverage{part}_{round(100 * level)}": [] for part in parts for level in LEVELS}
     for k, record in enumerate(records):
         true, predicted, intervals = record["true"], record["predicted"], record.get("intervals")
         following = records[k + 1] if k + 1 < len(records) else None
@@ -225,7 +232,9 @@ def snapshot_calibration(records: list[dict], group_size: int) -> dict[str, list
             drawn = following["selected"] - record["selected"]
             drawn = drawn if drawn.any() else None
         at_edge = boundary(true, group_size)
+        resolvable = (RESOLVABLE[0] <= true) & (true <= RESOLVABLE[1])
         out["boundary_share"].append(float(at_edge.mean()))
+        out["resolvable_share"].append(float(resolvable.mean()))
         out["ece"].append(None if predicted is None else expected_calibration_error(predicted, true))
         out["ece_drawn"].append(
             None if predicted is None or drawn is None else expected_calibration_error(predicted, true, drawn)
@@ -233,7 +242,7 @@ def snapshot_calibration(records: list[dict], group_size: int) -> dict[str, list
         true_logit = logit(true)
         for level in LEVELS:
             lower, upper = (None, None) if intervals is None else intervals[level]
-            for part, weights in (("", None), ("_drawn", drawn), ("_boundary", at_edge)):
+            for part, weights in (("", None), ("_drawn", drawn), ("_boundary", at_edge), ("_resolvable", resolvable)):
                 value = None
                 if lower is not None and (part == "" or (weights is not None and weights.any())):
                     value = coverage(lower, upper, true_logit, weights)

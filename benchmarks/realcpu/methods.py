@@ -50,6 +50,7 @@ from trl_kgps.adapters.dataset_columns import selector_for
 from trl_kgps.demo.simulator import oracle_batch
 from trl_kgps.demo.variants import VARIANTS, variant_config
 from trl_kgps.selectors import DPSSelector
+from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
 # DPS with the authors' other settings (`dps` is their MATH recipe: decay 0.7, 32 candidates per selected prompt):
@@ -73,12 +74,17 @@ ONE_LINE = {
     "one_line_by_row": ("prompt", "answer", "level"),
     "one_line_no_metadata_by_row": ("prompt", "answer"),
     "one_line_prior": ("prompt", "answer", "level", "solve_rate"),
+    "one_line_adaptive_q": ("prompt", "answer", "level"),
+    "one_line_gamma_1": ("prompt", "answer", "level"),
 }
-# The one line with a field set: one belief per row, copies of a prompt apart, or starting from `solve_rate`.
+# The one line with a field set: one belief per row, copies of a prompt apart, starting from `solve_rate`, or its
+# drift larger (gamma) or learnt from the surprise (NIS), as ARCUS's drift is meant to keep stale beliefs honest.
 ONE_LINE_CONFIGS = {
     "one_line_by_row": KGPSConfig(prompt_key=None),
     "one_line_no_metadata_by_row": KGPSConfig(prompt_key=None),
     "one_line_prior": KGPSConfig(prior_column="solve_rate"),
+    "one_line_adaptive_q": ExperimentalConfig(process_noise_adaptation=0.05),
+    "one_line_gamma_1": KGPSConfig(gamma=1.0),
 }
 
 

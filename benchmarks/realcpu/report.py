@@ -207,6 +207,7 @@ CALIBRATION_COLUMNS = (
     ("90 %, drawn", "coverage_drawn_90", 2),
     ("50 %, boundary", "coverage_boundary_50", 2),
     ("90 %, boundary", "coverage_boundary_90", 2),
+    ("90 %, resolvable", "coverage_resolvable_90", 2),
 )
 
 
@@ -219,15 +220,22 @@ def calibration_table(runs: dict, summary: dict) -> list[str]:
     if not recorded:
         return []
     shares = [summary[m]["boundary_share"]["mean"] for m in recorded if "boundary_share" in summary[m]]
+    resolvable = [summary[m]["resolvable_share"]["mean"] for m in recorded if "resolvable_share" in summary[m]]
+    resolvable = (
+        f" and where the true success lies in [0.001, 0.999], {np.mean(resolvable):.0%} of the pool, the rest being "
+        "too near 0 or 1 for any run's rollouts to tell apart"
+        if resolvable
+        else ""
+    )
     lines = [
         "",
         "Calibration against the exact truth, mean ± std over seeds of each run's mean over its snapshots after the "
         "first: the expected calibration error of the predicted success (10 bins; over every prompt, and over the "
         "prompts drawn until the next snapshot, by their draws), and how often the true logit lies in the belief's "
-        "central 50 % and 90 % intervals (over every prompt, the prompts drawn, and the boundary: prompts whose "
-        f"group is more likely unanimous than mixed, {np.mean(shares):.0%} of the pool on average). A calibrated "
-        "belief's intervals hold the truth 50 % and 90 % of the time; — where a selector holds no posterior over "
-        "the success rate.",
+        "central 50 % and 90 % intervals (over every prompt, the prompts drawn, the boundary: prompts whose "
+        f"group is more likely unanimous than mixed, {np.mean(shares):.0%} of the pool on average{resolvable}). A "
+        "calibrated belief's intervals hold the truth 50 % and 90 % of the time; — where a selector holds no "
+        "posterior over the success rate, or its runs predate the measure.",
         "",
         "| method | " + " | ".join(header for header, _, _ in CALIBRATION_COLUMNS) + " |",
         "|---" * (len(CALIBRATION_COLUMNS) + 1) + "|",

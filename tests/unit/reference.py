@@ -71,6 +71,18 @@ def posterior_by_quadrature(m: float, P: float, s: int, k: int) -> tuple[float, 
     return mean, var
 
 
+def expected_success_by_quadrature(m: float, P: float) -> float:
+    """E[sigmoid(psi)] for psi ~ N(m, P), by adaptive quadrature split at 0 and at m (sigmoid at P = 0)."""
+    if P == 0:
+        return sigmoid(m)
+    sd = math.sqrt(P)
+    points = sorted({0.0, float(m)})
+    return integrate.quad(
+        lambda t: stats.norm.pdf(t, m, sd) * sigmoid(t), m - 40 * sd, m + 40 * sd, points=points, limit=2000,
+        epsabs=1e-14, epsrel=1e-12,
+    )[0]  # fmt: skip
+
+
 class DenseKalman:
     """The exact Kalman filter over x = (beta, r_1 .. r_N), with its full covariance; psi_i = z_i^T beta + r_i."""
 

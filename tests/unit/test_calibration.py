@@ -158,6 +158,16 @@ def test_each_snapshot_is_measured_over_every_prompt_the_prompts_drawn_next_and_
     assert means["coverage_90"] == pytest.approx(0.875) and means["ece_drawn"] == pytest.approx((0.1 + 0.03) / 2)
 
 
+def test_coverage_where_the_truth_is_resolvable_leaves_out_rates_too_near_0_or_1_to_tell_apart():
+    # logit(1e-6) = -13.8 and logit(0.9999) = 9.2 fall outside [-3, 3]; so does logit(0.02) = -3.9, which counts
+    true = (0.5, 1e-6, 0.9999, 0.02)
+    intervals = {level: (np.full(4, -3.0), np.full(4, 3.0)) for level in calibration.LEVELS}
+    measured = calibration.snapshot_calibration([record([0.5] * 4, intervals, [0] * 4, true)] * 2, group_size=8)
+    assert measured["resolvable_share"] == [0.5, 0.5]  # prompts 0 and 3
+    assert measured["coverage_90"] == [0.25, 0.25]
+    assert measured["coverage_resolvable_90"] == [0.5, 0.5]
+
+
 def test_the_calibration_table_marks_a_selector_without_posterior_and_runs_from_before_the_measures():
     def run(coverage):
         measured = {key: [None, value] for key, value in {"ece": 0.1, "ece_drawn": 0.2, "boundary_share": 0.4}.items()}

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-from reference import gauss_hermite_utility, sigmoid
+from reference import expected_success_by_quadrature, gauss_hermite_utility, sigmoid
 from scipy import integrate, special
 
 from trl_kgps import KGPSConfig, KGPSSelector
-from trl_kgps.selectors._utility import UTILITY_MAX_RISE_PER_VARIANCE, Utility
+from trl_kgps.selectors._utility import UTILITY_MAX_RISE_PER_VARIANCE, WIDE_VARIANCE, Utility, expected_success
 from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
 
@@ -112,3 +112,21 @@ def test_selector_scores_use_the_configured_utility():
     point = ExperimentalSelector(3, ExperimentalConfig.paper(utility="point"))
     point.initialize([0, 1, 2], [0, 4, 8], [8, 8, 8])
     np.testing.assert_allclose(point.scores(), [sigmoid(v) * sigmoid(-v) for v in m], rtol=2e-6)
+
+
+@pytest.mark.parametrize("variance", [0.0, 1e-6, 0.01, 0.5, WIDE_VARIANCE, WIDE_VARIANCE * (1 + 1e-4), 2.0, 16.0, 1e3, 1e4])
+def test_expected_success_against_adaptive_quadrature(variance):
+    # Both rules, and the switch between them: Gauss-Hermite up to WIDE_VARIANCE, the split rule above.
+    means = np.linspace(-15.0, 15.0, 31)
+    expected = [expected_success_by_quadrature(m, variance) for m in means]
+    np.testing.assert_allclose(expected_success(means, np.full_like(means, variance)), expected, rtol=0, atol=1e-6)
+
+
+def test_expected_success_is_symmetric_and_nearer_one_half_than_the_median():
+    m, P = np.array([-3.0, -0.5, 0.0, 2.0, 40.0]), np.array([4.0, 0.3, 1e6, 9.0, 1e8])
+    p = expected_success(m, P)
+    np.testing.assert_allclose(p + expected_success(-m, P), 1.0, atol=1e-12)  # sigma(-x) = 1 - sigma(x)
+    assert p[2] == 0.5
+    median = np.array([sigmoid(v) for v in m])
+    assert np.all(np.abs(p - 0.5) <= np.abs(median - 0.5))  # a wider belief pulls the mean of sigma towards 1/2
+    assert p[-1] == pytest.approx(special.ndtr(40.0 / 1e4), abs=1e-6)  # a step on this scale: Phi(m / sqrt(P))

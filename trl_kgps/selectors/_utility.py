@@ -24,6 +24,8 @@ with two or more nodes (and \\(\ge -1/16\\)). Both bounds are attained as \\(P \
 \\(h(m)\\) does not depend on \\(P\\) at all.
 """
 
+import math
+
 import numpy as np
 
 
@@ -140,3 +142,48 @@ def expected_mixed_group_probability(
     x, w = np.polynomial.hermite.hermgauss(quadrature_points)
     nodes = mean[:, None] + np.sqrt(2.0 * np.maximum(np.asarray(variance, dtype=np.float64), 0.0))[:, None] * x
     return mixed_group_probability(nodes, group_size) @ (w / np.sqrt(np.pi))
+
+
+_HERMITE_X, _HERMITE_W = np.polynomial.hermite.hermgauss(32)
+_HERMITE_W = _HERMITE_W / np.sqrt(np.pi)
+_LAGUERRE_X, _LAGUERRE_W = np.polynomial.laguerre.laggauss(32)
+_LAGUERRE_SIGMOID = 1.0 / (1.0 + np.exp(-_LAGUERRE_X))  # sigma(-t) / e^-t at the Laguerre nodes
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+WIDE_VARIANCE = 1.0  # above it, sigma is a step on the belief's scale and the split rule takes over
+
+
+def expected_success(mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    r"""
+    \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[\sigma(\psi)]\\): the chance that a prompt's next rollout succeeds under its
+    belief (the posterior predictive), within 1e-6 for any \\(P \ge 0\\).
+
+    For \\(P \le\\) `WIDE_VARIANCE`, 32-point Gauss–Hermite quadrature (\\(\sigma\\) is smooth on the belief's scale).
+    Wider, \\(\sigma\\) is a step on that scale, which Gauss–Hermite resolves badly; so the step \\(H(t) = [t > 0]\\) is
+    taken out exactly, \\(\mathbb{E}[H(\psi)] = \Phi(m / \sqrt{P})\\), and the rest, \\(\sigma(t) - H(t)\\) (odd about 0,
+    at most \\(e^{-|t|}\\)), integrates by 32-point Gauss–Laguerre quadrature (weight \\(e^{-t}\\)):
+
+        E[sigma(psi)] = Phi(m / sqrt(P)) + int_0^inf sigma(-t) (phi_P(-t - m) - phi_P(t - m)) dt,
+
+    \\(\phi_P\\) the \\(\mathcal{N}(0, P)\\) density.
+
+    Args:
+        mean, variance (`np.ndarray` of shape `(n,)`): logit means \\(m\\) and variances \\(P \ge 0\\).
+
+    Returns:
+        `np.ndarray` of shape `(n,)`, float64, in `[0, 1]`.
+    """
+    m = np.asarray(mean, dtype=np.float64)
+    P = np.maximum(np.asarray(variance, dtype=np.float64), 0.0)
+    out = np.empty(m.shape)
+    for lo in range(0, m.size, _CHUNK):
+        mm, PP = m[lo : lo + _CHUNK], P[lo : lo + _CHUNK]
+        narrow = PP <= WIDE_VARIANCE
+        nodes = mm[narrow, None] + np.sqrt(2.0 * PP[narrow, None]) * _HERMITE_X
+        block = out[lo : lo + _CHUNK]
+        block[narrow] = np.exp(-np.logaddexp(0.0, -nodes)) @ _HERMITE_W
+        m_wide, sd = mm[~narrow, None], np.sqrt(PP[~narrow, None])
+        density = lambda t: np.exp(-0.5 * ((t - m_wide) / sd) ** 2) / (sd * np.sqrt(2.0 * np.pi))  # noqa: E731
+        rest = (density(-_LAGUERRE_X) - density(_LAGUERRE_X)) * _LAGUERRE_SIGMOID @ _LAGUERRE_W
+        step = 0.5 * _erfc(-m_wide[:, 0] / (sd[:, 0] * np.sqrt(2.0))).astype(np.float64)
+        block[~narrow] = np.clip(step + rest, 0.0, 1.0)
+    return out

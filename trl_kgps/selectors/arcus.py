@@ -38,7 +38,7 @@ Choices made here where the preprint's text leaves one open:
 - **The selection.** `"sample"` (default): `B` prompts of the whole pool drawn without replacement in proportion to
   \\(A_i\\), seeded (KGPS's default rule, and the benchmark oracles' on the true rate); `"top"`: the `B` largest
   \\(A_i\\), ties in seeded random order.
-- **The predicted success.** The posterior mean \\(\mathbb{E}[\sin^2\psi]\\) (KGPS reports \\(\sigma(m)\\), a median).
+- **The predicted success.** The posterior mean \\(\mathbb{E}[\sin^2\psi]\\), as KGPS reports \\(\mathbb{E}[\sigma(\psi)]\\).
 - **Observations.** The first observation of a prompt is an update like any other (no warmup estimate); repeated
   indices in one call are pooled into one group of their summed counts.
 """

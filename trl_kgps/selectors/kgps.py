@@ -24,9 +24,9 @@ from ._checks import (
 )
 from ._draw import draw, random_candidates, whole_pool_draw
 from ._ranking import UtilityRanking
-from ._utility import Utility
+from ._utility import Utility, expected_success
 from .base import FromPretrainedMixin
-from .per_prompt import PerPromptFilter, sigmoid
+from .per_prompt import PerPromptFilter
 from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
@@ -322,7 +322,9 @@ class KGPSSelector(FromPretrainedMixin):
 
     def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
         r"""
-        \\(\sigma(m_i)\\), the predicted success rate.
+        The predicted success rate: \\(\mathbb{E}[\sigma(\psi_i)]\\) under the belief \\(\mathcal{N}(m_i, P_i)\\), the chance
+        that the prompt's next rollout succeeds (`_utility.expected_success`). It lies nearer 1/2 than
+        \\(\sigma(m_i)\\), the belief's median, by as much as the belief is unsure.
 
         Args:
             indices (`ArrayLike`, *optional*): which prompts; all by default.
@@ -331,7 +333,7 @@ class KGPSSelector(FromPretrainedMixin):
             `np.ndarray` of shape `(n,)` (or `(N,)`), float64, in `(0, 1)`.
         """
         idx = np.arange(self.num_prompts) if indices is None else as_index_array("indices", indices, self.num_prompts)
-        return sigmoid(self._filter.moments(idx)[0])
+        return expected_success(*self._filter.moments(idx))
 
     def state_dict(self) -> dict[str, Any]:
         """
