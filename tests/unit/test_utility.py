@@ -114,7 +114,9 @@ def test_selector_scores_use_the_configured_utility():
     np.testing.assert_allclose(point.scores(), [sigmoid(v) * sigmoid(-v) for v in m], rtol=2e-6)
 
 
-@pytest.mark.parametrize("variance", [0.0, 1e-6, 0.01, 0.5, WIDE_VARIANCE, WIDE_VARIANCE * (1 + 1e-4), 2.0, 16.0, 1e3, 1e4])
+@pytest.mark.parametrize(
+    "variance", [0.0, 1e-6, 0.01, 0.5, WIDE_VARIANCE, WIDE_VARIANCE * (1 + 1e-4), 2.0, 16.0, 1e3, 1e4]
+)
 def test_expected_success_against_adaptive_quadrature(variance):
     # Both rules, and the switch between them: Gauss-Hermite up to WIDE_VARIANCE, the split rule above.
     means = np.linspace(-15.0, 15.0, 31)

@@ -176,14 +176,21 @@ def expected_success(mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
     P = np.maximum(np.asarray(variance, dtype=np.float64), 0.0)
     out = np.empty(m.shape)
     for lo in range(0, m.size, _CHUNK):
-        mm, PP = m[lo : lo + _CHUNK], P[lo : lo + _CHUNK]
+        block, mm, PP = out[lo : lo + _CHUNK], m[lo : lo + _CHUNK], P[lo : lo + _CHUNK]
         narrow = PP <= WIDE_VARIANCE
         nodes = mm[narrow, None] + np.sqrt(2.0 * PP[narrow, None]) * _HERMITE_X
-        block = out[lo : lo + _CHUNK]
         block[narrow] = np.exp(-np.logaddexp(0.0, -nodes)) @ _HERMITE_W
-        m_wide, sd = mm[~narrow, None], np.sqrt(PP[~narrow, None])
-        density = lambda t: np.exp(-0.5 * ((t - m_wide) / sd) ** 2) / (sd * np.sqrt(2.0 * np.pi))  # noqa: E731
-        rest = (density(-_LAGUERRE_X) - density(_LAGUERRE_X)) * _LAGUERRE_SIGMOID @ _LAGUERRE_W
-        step = 0.5 * _erfc(-m_wide[:, 0] / (sd[:, 0] * np.sqrt(2.0))).astype(np.float64)
-        block[~narrow] = np.clip(step + rest, 0.0, 1.0)
+        block[~narrow] = _split_rule(mm[~narrow], np.sqrt(PP[~narrow]))
     return out
+
+
+def _split_rule(m: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """`expected_success` for the wide beliefs: the step's expectation plus the rest by Gauss–Laguerre; shape `(n,)`."""
+    m, sd = m[:, None], sd[:, None]
+
+    def density(t):
+        return np.exp(-0.5 * ((t - m) / sd) ** 2) / (sd * np.sqrt(2.0 * np.pi))
+
+    rest = (density(-_LAGUERRE_X) - density(_LAGUERRE_X)) * _LAGUERRE_SIGMOID @ _LAGUERRE_W
+    step = 0.5 * _erfc(-m[:, 0] / (sd[:, 0] * np.sqrt(2.0))).astype(np.float64)
+    return np.clip(step + rest, 0.0, 1.0)
