@@ -49,6 +49,24 @@ def expected_calibration_error(predicted, true, weights=None, bins: int = BINS) 
     return float(np.abs(gaps).sum() / weights.sum())
 
 
+def reliability(predicted, true, bins: int = BINS) -> list[list[float]]:
+    """
+    The reliability diagram's sums over `bins` equal-width bins of the predicted success (as in
+    `expected_calibration_error`): `[counts, sums of the predictions, sums of the truths]`, each a list of `bins`
+    floats, so that snapshots and seeds pool by adding. Arrays of shape `(n,)`.
+    """
+    predicted, true = np.asarray(predicted, float), np.asarray(true, float)
+    b = np.minimum((predicted * bins).astype(int), bins - 1)
+    return [np.bincount(b, weights, minlength=bins).tolist() for weights in (None, predicted, true)]
+
+
+def pooled_reliability(per_snapshot: dict[str, list]) -> np.ndarray | None:
+    """`reliability`'s sums added over the snapshots after the first (as `run_calibration` averages), shape
+    `(3, bins)`; `None` where the selector never predicted (or the run predates the measure)."""
+    present = [r for r in per_snapshot.get("reliability", [])[1:] if r is not None]
+    return np.sum(present, axis=0) if present else None
+
+
 def coverage(lower, upper, true_logit, weights=None) -> float:
     """The (weighted) share of prompts whose true logit lies in `[lower, upper]`; arrays of shape `(n,)`."""
     inside = (np.asarray(lower) <= true_logit) & (true_logit <= np.asarray(upper))
@@ -215,14 +233,17 @@ def snapshot_calibration(records: list[dict], group_size: int) -> dict[str, list
     """
     Per snapshot (a run's `records`, see `runner.Snapshots`), JSON-ready: `ece` over every row; `ece_drawn` over the
     rows drawn between this snapshot and the next, each weighted by its draws, against this snapshot's prediction
-    and truth (`None` for the last snapshot); `coverage_<level>` (e.g. `coverage_90`), `coverage_drawn_<level>` and
-    `coverage_boundary_<level>` and `coverage_resolvable_<level>`, the share of rows whose true logit lies in the
-    belief's interval, over every row, the rows drawn, the rows where a group of `group_size` is more likely
-    unanimous than mixed (`boundary_share` of them), and the rows whose true success lies in `RESOLVABLE`
-    (`resolvable_share` of them). `None` before a selector predicts, and for coverage where it holds no posterior.
+    and truth (`None` for the last snapshot); `reliability`, the reliability diagram's sums over every row;
+    `coverage_<level>` (e.g. `coverage_90`), `coverage_drawn_<level>`, `coverage_boundary_<level>` and
+    `coverage_resolvable_<level>`, the share of rows whose true logit lies in the belief's interval, over every row,
+    the rows drawn, the rows where a group of `group_size` is more likely unanimous than mixed (`boundary_share` of
+    them), and the rows whose true success lies in `RESOLVABLE` (`resolvable_share` of them). `None` before a
+    selector predicts, and for coverage where it holds no posterior.
     """
     parts = ("", "_drawn", "_boundary", "_resolvable")
-    out: dict[str, list] = {key: [] for key in ("ece", "ece_drawn", "boundary_share", "resolvable_share")}
+    out: dict[str, list] = {
+        key: [] for key in ("ece", "ece_drawn", "boundary_share", "resolvable_share", "reliability")
+    }
     out |= {f"coverage{part}_{round(100 * level)}": [] for part in parts for level in LEVELS}
     for k, record in enumerate(records):
         true, predicted, intervals = record["true"], record["predicted"], record.get("intervals")
@@ -236,6 +257,7 @@ def snapshot_calibration(records: list[dict], group_size: int) -> dict[str, list
         out["boundary_share"].append(float(at_edge.mean()))
         out["resolvable_share"].append(float(resolvable.mean()))
         out["ece"].append(None if predicted is None else expected_calibration_error(predicted, true))
+        out["reliability"].append(None if predicted is None else reliability(predicted, true))
         out["ece_drawn"].append(
             None if predicted is None or drawn is None else expected_calibration_error(predicted, true, drawn)
         )
@@ -255,6 +277,8 @@ def run_calibration(per_snapshot: dict[str, list]) -> dict[str, float | None]:
     nothing of what a selector learned) where it has a value; `None` where it has none."""
     means = {}
     for key, values in per_snapshot.items():
+        if key == "reliability":  # sums per bin: `pooled_reliability`
+            continue
         present = [v for v in values[1:] if v is not None]
         means[key] = float(np.mean(present)) if present else None
     return means

@@ -146,6 +146,15 @@ def test_each_snapshot_is_measured_over_every_prompt_the_prompts_drawn_next_and_
     assert measured["boundary_share"] == [0.25] * 4  # prompt 1 (p = 0.02)
     # snapshot 1, one bin: |4 * 0.5 - 1.72| / 4; snapshot 2, one prompt a bin: (.05 + .03 + .1 + 0) / 4
     assert measured["ece"] == pytest.approx([None, 0.28 / 4, 0.18 / 4, 0.0])
+    # snapshot 2's bins: 0 holds 0.05 (truth 0.02), 3 holds 0.3 (0.3), 4 holds 0.45 (0.5), 8 holds 0.8 (0.9)
+    counts, predicted, true = np.asarray(measured["reliability"][2])
+    assert np.flatnonzero(counts).tolist() == [0, 3, 4, 8] and counts.sum() == 4
+    np.testing.assert_allclose(predicted[[0, 3, 4, 8]], [0.05, 0.3, 0.45, 0.8])
+    np.testing.assert_allclose(true[[0, 3, 4, 8]], [0.02, 0.3, 0.5, 0.9])
+    # pooled over the snapshots after the first: bin 5 holds snapshot 1's four predictions of 0.5 and snapshot 3's one
+    pooled = calibration.pooled_reliability(measured)
+    assert pooled[0].tolist() == [2, 0, 0, 2, 1, 5, 0, 0, 1, 1]
+    assert pooled[2, 5] == pytest.approx(1.72 + 0.5)
     # drawn after snapshot 1: prompts 0 and 3 twice each, (2 * 0 + 2 * 0.2) / 4; after snapshot 2: prompt 1 once
     assert measured["ece_drawn"] == pytest.approx([None, 0.1, 0.03, None])
     assert measured["coverage_50"] == [None, 1.0, 0.5, None]
