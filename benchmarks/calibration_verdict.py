@@ -19,12 +19,15 @@ The runs (`benchmarks/results/`), `R` = `base,groups_of_4,out_of_reach,other_pol
 - `drift_0_4/`: the drift candidates beside the one line, seeds 0-4: `python benchmarks/real_cpu.py --regimes $R
   --methods uniform,one_line,one_line_adaptive_q,one_line_gamma_1 --seeds 0,1,2,3,4 --out
   benchmarks/results/drift_0_4`;
-- `calibration_5_9_peers/` and `calibration_5_9/`: seeds 5-9, held back from every choice and run once, the
-  selectors the default does not touch, then the KGPS ones: `python benchmarks/real_cpu.py --regimes $R --methods
-  uniform,kgps_paper,mopps,greso,dps,arcus --seeds 5,6,7,8,9 --held_back 5 --out
-  benchmarks/results/calibration_5_9_peers`, then `--methods one_line,one_line_no_metadata,kgps_per_prompt --merge
-  benchmarks/results/calibration_5_9_peers/real_cpu.json --out benchmarks/results/calibration_5_9` with the same
-  regimes and seeds.
+- `calibration_5_9/`, then `calibration_5_9_peers/`: seeds 5-9, held back from every choice and run once: `python
+  benchmarks/real_cpu.py --regimes $R --methods
+  uniform,one_line,one_line_adaptive_q,arcus,kgps_per_prompt,one_line_no_metadata --seeds 5,6,7,8,9 --held_back 5
+  --out benchmarks/results/calibration_5_9`, then `--methods kgps_paper,mopps,greso,dps --merge
+  benchmarks/results/calibration_5_9/real_cpu.json --out benchmarks/results/calibration_5_9_peers` with the same
+  regimes and seeds;
+- `boundary_0_4/`: the paper's rule with and without its clipped logit observation (`paper+binomial`: the exact
+  binomial update instead), seeds 0-4: `python benchmarks/real_cpu.py --regimes $R --methods
+  uniform,kgps_paper,paper+binomial --seeds 0,1,2,3,4 --out benchmarks/results/boundary_0_4`.
 
 The 0-4 runs before the predicted success became the belief's mean (`KGPSSelector.predicted_success`) report
 \\(\\sigma(m)\\), its median; their coverage is the same either way, and the held-back runs and `drift_0_4` report the
@@ -50,13 +53,16 @@ from benchmarks.realcpu.report import paired  # noqa: E402
 RESULTS = "benchmarks/results"
 # Held-back runs first: `one_line_verdict.load` keeps the first file's run of a seed.
 FILES = (
-    "calibration_5_9/real_cpu.json",
     "calibration_5_9_peers/real_cpu.json",
+    "calibration_5_9/real_cpu.json",
+    "boundary_0_4/real_cpu.json",
     "drift_0_4/real_cpu.json",
     *(f"calibration_0_4/{regime}/real_cpu.json" for regime in REGIMES),
 )
 SELECTORS = ("one_line", "one_line_no_metadata", "kgps_per_prompt", "kgps_paper", "mopps", "greso", "dps", "arcus")
-CANDIDATES = ("one_line_adaptive_q", "one_line_gamma_1")
+CANDIDATES = (("one_line_adaptive_q", "one_line"), ("one_line_gamma_1", "one_line"))
+# The boundary layer in the logit: the paper's rule with the exact binomial update instead of its clipped observation.
+BOUNDARY = (("paper+binomial", "kgps_paper"),)
 # In the reliability diagram: the default, the paper's rule, and the peers that hold a posterior.
 DIAGRAM = ("one_line", "kgps_per_prompt", "kgps_paper", "mopps", "arcus")
 HELD_BACK = 5
@@ -82,9 +88,11 @@ def value(d: np.ndarray, digits: int = 3) -> str:
     return "—" if not d.size else f"{d.mean():.{digits}f} ({d.size})"
 
 
-def difference(runs: dict, method: str, other: str, key: str | None = None, low: int = 0) -> np.ndarray:
-    """Per seed from `low` on that both ran: `method`'s final held-out accuracy (or summary `key`) minus `other`'s."""
-    seeds = [s for s in seeds_of(runs, method, low) if s in runs.get(other, {})]
+def difference(
+    runs: dict, method: str, other: str, key: str | None = None, low: int = 0, high: int = 10
+) -> np.ndarray:
+    """Per seed in `[low, high)` that both ran: `method`'s final held-out accuracy (or summary `key`) minus `other`'s."""
+    seeds = [s for s in seeds_of(runs, method, low, high) if s in runs.get(other, {})]
     if key is None:
         return np.asarray(
             [runs[method][s]["heldout_accuracy"][-1] - runs[other][s]["heldout_accuracy"][-1] for s in seeds]
@@ -144,21 +152,23 @@ def every_selector(runs_by_regime: dict, low: int, high: int) -> list[str]:
     return lines
 
 
-def candidates(runs_by_regime: dict) -> list[str]:
+def versus(runs_by_regime: dict, pairs: tuple[tuple[str, str], ...], low: int = 0, high: int = 10) -> list[str]:
+    """Per regime and `(method, other)` pair, seeds `[low, high)`: final held-out accuracy, ECE and 90 % coverage,
+    `method` − `other`."""
     lines = [
-        "| regime | candidate − one line | final held-out | ECE | 90 % coverage | resolvable |",
+        "| regime | method − other | final held-out | ECE | 90 % coverage | resolvable |",
         "|---|---|---|---|---|---|",
     ]
     for regime in REGIMES:
         runs = runs_by_regime.get(regime, {})
-        for method in CANDIDATES:
+        for method, other in pairs:
             cells = [
-                signed(difference(runs, method, "one_line")),
-                signed(difference(runs, method, "one_line", "ece")),
-                signed(difference(runs, method, "one_line", "coverage_90"), 2),
-                signed(difference(runs, method, "one_line", "coverage_resolvable_90"), 2),
+                signed(difference(runs, method, other, None, low, high)),
+                signed(difference(runs, method, other, "ece", low, high)),
+                signed(difference(runs, method, other, "coverage_90", low, high), 2),
+                signed(difference(runs, method, other, "coverage_resolvable_90", low, high), 2),
             ]
-            lines.append(f"| `{regime}` | `{method}` | " + " | ".join(cells) + " |")
+            lines.append(f"| `{regime}` | `{method}` − `{other}` | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -220,7 +230,15 @@ def main(argv=None) -> int:
             "",
             "The drift for the one line, seeds 0-4:",
             "",
-            *candidates(runs),
+            *versus(runs, CANDIDATES, 0, HELD_BACK),
+            "",
+            "The same on the held-back seeds 5-9:",
+            "",
+            *versus(runs, CANDIDATES[:1], HELD_BACK, 10),
+            "",
+            "The unanimous groups' likelihood in the logit: the paper's rule with the exact binomial update, seeds 0-4:",
+            "",
+            *versus(runs, BOUNDARY),
             "",
         ]
     )
