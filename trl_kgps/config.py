@@ -22,12 +22,25 @@ PAPER = {
     "delta_norm_sample": 1.0,
     "feature_columns": None,
     "shared_variance": 0.0,
+    "process_noise_adaptation": 0.0,
 }
 # One filter per prompt, the batch drawn among 16 B random candidates: the default of trl-kgps 0.2.
-PER_PROMPT = {"shared_variance": 0.0, "candidates": 16.0, "initial_variance": 4.0, "selection_temperature": 0.5}
+# Its gamma fixed, as measured.
+PER_PROMPT = {
+    "shared_variance": 0.0,
+    "candidates": 16.0,
+    "initial_variance": 4.0,
+    "selection_temperature": 0.5,
+    "process_noise_adaptation": 0.0,
+}
 # What KGPS keeps when a dataset holds no metadata column to share by: the per-prompt filter, drawn over the whole
-# pool (measured above one factor shared by the whole pool without a column: docs/benchmarks.md).
-NO_METADATA = {"shared_variance": 0.0, "initial_variance": 4.0, "selection_temperature": 0.5}
+# pool (measured above one factor shared by the whole pool without a column: docs/benchmarks.md), its gamma fixed.
+NO_METADATA = {
+    "shared_variance": 0.0,
+    "initial_variance": 4.0,
+    "selection_temperature": 0.5,
+    "process_noise_adaptation": 0.0,
+}
 
 # The largest logit variance a field may set, and one round's process noise Q may add (`SelectionEngine.predict`):
 # the beliefs are float32 (largest value 3.4e38) and grow by Q every round. 1e12, a logit standard deviation of a
@@ -73,11 +86,11 @@ class KGPSConfig:
     Configuration of [`KGPSSelector`]: the measured default and the paper's method.
 
     `KGPSConfig()` is the default: the paper's filter and utility (`gamma=0.1`, a five-point Gauss–Hermite
-    posterior-expected `p(1-p)`) with four modelling departures, each measured (docs/algorithm.md): no warmup epoch,
+    posterior-expected `p(1-p)`) with five modelling departures, each measured (docs/algorithm.md): no warmup epoch,
     the exact binomial update, a factor shared across prompts (by the dataset's metadata columns, which `KGPSCallback`
     finds unless `feature_columns` names them, e.g. `["level"]`, or one factor for the whole pool; its residual prior
-    learnt online), and a batch drawn over the whole pool in
-    proportion to the utility instead of the top-B; and the update norm measured on a 1 % sample of the parameters
+    learnt online), gamma calibrated online (`process_noise_adaptation=0.05`), and a batch drawn over the whole pool
+    in proportion to the utility instead of the top-B; and the update norm measured on a 1 % sample of the parameters
     (`delta_norm_sample=0.01`; the paper's, exact, is 1). `KGPSConfig.paper()` is the paper's method exactly (App. B:
     `initial_variance=1.0`, one warmup epoch, the top-B over all prompts). Every field name is distinct from
     `trl.GRPOConfig`'s, so both parse together: `TrlParser((GRPOConfig, KGPSConfig))`.
@@ -95,6 +108,10 @@ class KGPSConfig:
         gamma (`float`, *optional*, defaults to `0.1`):
             Process-noise scale: \\(Q = \gamma \lVert\Delta\theta\rVert_2\\) is added to every logit variance after
             each policy update. In `[0, 1e12]`.
+        process_noise_adaptation (`float`, *optional*, defaults to `0.05`):
+            Step size \\(\eta\\) of gamma's online calibration: after each batch
+            \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\), within `[1e-3, 1e3]` times `gamma`; 0 keeps
+            gamma fixed (the paper).
         initial_variance (`float`, *optional*, defaults to `1.0`):
             Prior logit variance of a prompt's own residual (of every prompt with `shared_variance=0`). In
             `(0, 1e12]`.
@@ -140,6 +157,15 @@ class KGPSConfig:
         metadata={
             "help": "Process-noise scale gamma: Q = gamma * ||theta_t - theta_{t-1}||_2 is added to every prompt's "
             "logit variance after each policy update (paper App. B: 0.1).",
+        },
+    )
+    process_noise_adaptation: float = field(
+        default=0.05,
+        metadata={
+            "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
+            "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the spread KGPS "
+            "predicted matches the outcomes), so that the drift KGPS assumes matches the surprises it sees; it stays "
+            "within [1e-3, 1e3] times the gamma set. 0 keeps gamma fixed (the paper).",
         },
     )
     initial_variance: float = field(
@@ -329,6 +355,13 @@ class KGPSConfig:
                 f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
                 "use a non-negative value such as the paper's 0.1",
             )
+        if not (is_real(self.process_noise_adaptation) and self.process_noise_adaptation >= 0):
+            raise refusal(
+                "process_noise_adaptation",
+                self.process_noise_adaptation,
+                "be a finite number >= 0.0",
+                "use 0 to keep gamma fixed, or a small step size such as 0.05",
+            )
         if not (is_real(self.initial_variance) and 0 < self.initial_variance <= MAX_LOGIT_VARIANCE):
             raise refusal(
                 "initial_variance",
@@ -470,7 +503,7 @@ class KGPSConfig:
     @classmethod
     def per_prompt(cls, **overrides) -> "KGPSConfig":
         """
-        One filter per prompt and nothing shared, the batch drawn among `16 B` random candidates: the default of
+        One filter per prompt and nothing shared, gamma fixed, the batch drawn among `16 B` random candidates: the default of
         trl-kgps 0.2, which resumes that version's checkpoints exactly. `overrides` set any other field.
 
         Example:

@@ -53,6 +53,7 @@ def logged_metrics(kgps):
     [
         ("lag1", None, None),
         ("lag0", None, None),
+        ("lag1", None, KGPSConfig(feature_columns=[])),  # the default, gamma calibrated (no column: per prompt)
         ("lag1", None, KGPSConfig.paper()),
         ("lag0", None, KGPSConfig.paper()),
         ("lag1", "mopps", None),
@@ -144,6 +145,44 @@ def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_promp
     # The one line on this column-less dataset keeps one filter per prompt too, but drawn over the whole pool.
     with pytest.raises(ValueError, match=r"candidates=16\.0 \(this run: 0\.0\).*KGPSConfig\.per_prompt\(\)"):
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
+
+
+def as_saved_before_gammas_calibration(path: Path) -> None:
+    """Rewrites the KGPS state at `path` as trl-kgps wrote it before gamma's calibration was the default: selector
+    state version 4, no `gamma_scale`, a config without `process_noise_adaptation`."""
+    from trl_kgps.engine import state_file
+
+    arrays, meta = state_file.load(str(path))
+    selector = {name: value for name, value in meta["selector"].items() if name != "gamma_scale"}
+    config = {name: value for name, value in selector["config"].items() if name != "process_noise_adaptation"}
+    state_file.save(str(path), arrays, {**meta, "selector": {**selector, "version": 4, "config": config}})
+
+
+def test_a_checkpoint_saved_before_gammas_calibration_resumes_exactly_with_gamma_fixed(tmp_path, tokenizer):
+    fixed = KGPSConfig(feature_columns=[], process_noise_adaptation=0.0)
+    num_prompts, args = CONFIGS["lag1"]
+    straight = run(tmp_path / "straight", tokenizer, num_prompts, args, config=fixed)
+    run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=4, config=fixed)
+    checkpoint = tmp_path / "split" / "checkpoint-4"
+    as_saved_before_gammas_calibration(checkpoint / "kgps_state.npz")
+    # The new default calibrates gamma: another method than the checkpoint's, refused as any other, naming the fix.
+    with pytest.raises(
+        ValueError,
+        match=r"process_noise_adaptation=0\.0 \(this run: 0\.05\).*KGPSCallback\(KGPSConfig\(process_noise_adaptation=0\.0\)\)",
+    ):
+        run(
+            tmp_path / "split",
+            tokenizer,
+            num_prompts,
+            args,
+            resume=str(checkpoint),
+            config=KGPSConfig(feature_columns=[]),
+        )
+    resumed = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(checkpoint), config=fixed)
+    assert resumed.batches == straight.batches[-len(resumed.batches) :]
+    assert resumed.selector.gamma == 0.1 and resumed.selector.state_dict()["gamma_scale"] == 1.0
+    np.testing.assert_array_equal(resumed.selector.mean, straight.selector.mean)
+    np.testing.assert_array_equal(resumed.selector.variance, straight.selector.variance)
 
 
 def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path, tokenizer):

@@ -83,8 +83,12 @@ BAD_CALLS = {
     "predict one bad step": (lambda s: s.predict([0.1, np.nan]), "nan"),
     "predict 2-D": (lambda s: s.predict([[0.1]]), "shape \\(1, 1\\)"),
     "predict string": (lambda s: s.predict("big"), "delta_norm must be a number"),
-    # gamma 0.1 times a finite norm of 1e13: Q = 1e12 * 1.0001, past the largest logit variance KGPS adds
-    "predict past the largest variance": (lambda s: s.predict(1.0001e13), "Q = 1.0001e\\+12 .* above 1e\\+12"),
+    # the gamma in use (0.1, as the warmup calibrated it) times a finite norm: Q = 1e12 * 1.0001, past the largest
+    # logit variance KGPS adds
+    "predict past the largest variance": (
+        lambda s: s.predict(1.0001e12 / s.gamma),
+        "Q = 1.0001e\\+12 .* above 1e\\+12",
+    ),
     "predicted_success bad index": (lambda s: s.predicted_success([N]), "got 20"),
 }
 

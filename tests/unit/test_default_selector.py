@@ -67,9 +67,7 @@ def test_adaptive_process_noise_grows_when_prompts_drift_faster_than_predicted_a
     def final_gamma(step_size):
         rng = np.random.default_rng(1)
         N, B = 400, 40
-        selector = ExperimentalSelector(
-            N, ExperimentalConfig(process_noise_adaptation=0.05, gamma=0.1, candidates=0), seed=0
-        )
+        selector = KGPSSelector(N, KGPSConfig(process_noise_adaptation=0.05, gamma=0.1), seed=0)  # the default
         psi = rng.normal(0, 1, N)
         for _ in range(300):
             batch = selector.select(B)

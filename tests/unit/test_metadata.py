@@ -148,20 +148,28 @@ def test_an_empty_list_reads_no_column():
 def test_with_no_metadata_it_keeps_one_filter_per_prompt_and_what_the_user_set():
     dataset = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(N)], "answer": [str(i) for i in range(N)]})
     config, metadata = with_metadata(dataset, KGPSConfig(), ColumnReaders.of([accuracy_reward]))
-    assert config == KGPSConfig(shared_variance=0.0, initial_variance=4.0, selection_temperature=0.5)
+    assert config == KGPSConfig(
+        shared_variance=0.0, initial_variance=4.0, selection_temperature=0.5, process_noise_adaptation=0.0
+    )
     assert config == KGPSConfig.per_prompt(candidates=0.0)  # the per-prompt filter, drawn over the whole pool
     assert metadata.columns == [] and metadata.describe().startswith(
         "KGPS found no metadata column to share by, and keeps one filter per prompt (initial_variance=4.0, "
-        "selection_temperature=0.5; to set them, pass KGPSConfig.per_prompt(candidates=0, ...)) (not read: `prompt`"
+        "selection_temperature=0.5, process_noise_adaptation=0.0; to set them, pass "
+        "KGPSConfig.per_prompt(candidates=0, ...)) (not read: `prompt`"
     )
     assert selector_for("kgps", dataset, config, 0).shared is None
-    mine, _ = with_metadata(dataset, KGPSConfig(gamma=0.3, initial_variance=2.0), ColumnReaders.of([accuracy_reward]))
+    mine, _ = with_metadata(
+        dataset,
+        KGPSConfig(gamma=0.3, initial_variance=2.0, process_noise_adaptation=0.2),
+        ColumnReaders.of([accuracy_reward]),
+    )
     assert (mine.gamma, mine.initial_variance, mine.shared_variance, mine.selection_temperature) == (
         0.3,
         2.0,
         0.0,
         0.5,
     )
+    assert mine.process_noise_adaptation == 0.2  # what the user set, kept
 
 
 @pytest.mark.parametrize("format_type", [None, "pandas", "torch", "numpy"])

@@ -47,7 +47,8 @@ class Metadata:
         skipped (`dict[str, str]`): every other column, with why it is not metadata.
         prior (`str` or `None`): the column of success rates KGPS starts its beliefs from (`prior_column`), if any.
         rates (`str` or `None`): a column found that looks like another model's success rates, when none is named.
-        per_prompt (`dict[str, float]`): with no column, the per-prompt filter's prior and temperature in use.
+        per_prompt (`dict[str, float]`): with no column, the per-prompt filter's prior, temperature and gamma's
+            calibration step in use.
     """
 
     columns: list[str]

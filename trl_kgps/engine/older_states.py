@@ -14,6 +14,8 @@ What each release wrote, and what it lacks:
 - Version 3 (0.3): every `KGPSSelector` state holds what only the experimental variants use (the candidate pass,
   gamma's calibration, the group size last seen) and names its config class; a run with an `ExperimentalConfig`
   recorded its selector as a `KGPSSelector`. Version 4 keeps those in `ExperimentalSelector`'s states alone.
+- Version 4: a `KGPSSelector` ran with gamma fixed; its config has no `process_noise_adaptation` and its state no
+  `gamma_scale`. Version 5 calibrates gamma by default (`process_noise_adaptation=0.05`) and saves both.
 - Baselines saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without
   `adapt_after_epochs`, `epoch` and `rules` (it continues with the walk it was saved under,
   `GRESOSelector._select_before_rules`).
@@ -31,8 +33,9 @@ DROPPED_IN = "1.0"
 # `KGPSSelector` --------------------------------------------------------------------------------------------------
 
 # The state versions read besides the current one.
-KGPS_STATE_VERSIONS = (1, 2, 3)
-# What a version-1 state lacks, at the values the paper's selector ran with.
+KGPS_STATE_VERSIONS = (1, 2, 3, 4)
+# What a version-1 state lacks, at the values the paper's selector ran with (a version-4 `KGPSSelector`'s lacks
+# `gamma_scale`, at the same 1.0).
 _VERSION_1_DEFAULTS = {
     "pass_order": np.empty(0, dtype=np.int64),
     "pass_position": 0,
@@ -51,23 +54,25 @@ def kgps_state(state: dict[str, Any]) -> dict[str, Any]:
 def kgps_config_fields(state: dict[str, Any]) -> dict[str, Any]:
     """
     The config fields a `KGPSSelector` state was saved with: version 1 by the paper's selector and version 2 by a
-    per-prompt filter, before the fields they lack existed.
+    per-prompt filter, before the fields they lack existed; versions 1 to 4 with gamma fixed, unless their config
+    names `process_noise_adaptation` (an `ExperimentalConfig`'s).
     """
     saved = state["config"]
     if state.get("version") == 1:
         return {**PAPER, **saved}
     if state.get("version") == 2:
-        return {"shared_variance": 0.0, **saved}
+        saved = {"shared_variance": 0.0, **saved}
+    if state.get("version") in KGPS_STATE_VERSIONS:
+        return {"process_noise_adaptation": 0.0, **saved}
     return saved
 
 
 # `ExperimentalConfig`'s fields as versions 1 to 3 saved them in every `KGPSSelector` state, at what a `KGPSConfig`
-# ran with.
+# ran with (`process_noise_adaptation`, a `KGPSConfig` field since version 5, stays in its fields).
 _VARIANT_DEFAULTS = {
     "objective": "variance",
     "group_size": None,
     "candidate_pass": False,
-    "process_noise_adaptation": 0.0,
     "shared_drift": 0.0,
     "process_noise_power": 1.0,
     "fixed_process_noise": None,

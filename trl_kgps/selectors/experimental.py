@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
 from ..engine import older_states
-from ._checks import as_delta_norms, check_scalar
+from ._checks import as_delta_norms
 from ._draw import CandidatePass, draw
 from ._utility import expected_mixed_group_probability, mixed_group_probability
 from .kgps import KGPSSelector
@@ -33,8 +33,7 @@ class ExperimentalConfig(KGPSConfig):
     r"""
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
-    (`candidate_pass`), gamma calibrated online (`process_noise_adaptation`), the pool's mean surprise added to every
-    prompt (`shared_drift`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma
+    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma
     \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a fixed \\(Q\\) (`fixed_process_noise`) and the utility at the
     mean (`utility="point"`). `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
     """
@@ -70,14 +69,6 @@ class ExperimentalConfig(KGPSConfig):
         metadata={
             "help": "Deal the candidates from seeded passes over the dataset, so that every prompt is a candidate "
             "once a pass (coverage), instead of drawing them at random each round."
-        },
-    )
-    process_noise_adaptation: float = field(
-        default=0.0,
-        metadata={
-            "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
-            "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the filter's "
-            "predicted spread matches the outcomes). 0 keeps gamma fixed (the paper).",
         },
     )
     shared_drift: float = field(
@@ -118,13 +109,10 @@ class ExperimentalConfig(KGPSConfig):
             raise refusal("objective", self.objective, f"be one of {OBJECTIVES}", SEE_PRESETS)
         if self.group_size is not None and not (is_integer(self.group_size) and self.group_size >= 1):
             raise refusal("group_size", self.group_size, "be an integer >= 1", "use TRL's num_generations, or None")
-        for name, fix in (
-            ("process_noise_adaptation", "use 0 to keep gamma fixed, or a small step size such as 0.05"),
-            ("shared_drift", "use 0 (off) or a share such as 0.1"),
-        ):
-            value = getattr(self, name)
-            if not (is_real(value) and value >= 0):
-                raise refusal(name, value, "be a finite number >= 0.0", fix)
+        if not (is_real(self.shared_drift) and self.shared_drift >= 0):
+            raise refusal(
+                "shared_drift", self.shared_drift, "be a finite number >= 0.0", "use 0 (off) or a share such as 0.1"
+            )
         if not (is_real(self.process_noise_power) and self.process_noise_power > 0):
             raise refusal(
                 "process_noise_power",
@@ -171,8 +159,6 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
     return ExperimentalConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
 
 
-# The calibrated gamma stays within this factor of the configured one.
-_MAX_GAMMA_SCALE = 1e3
 # The group size of the 'mixed' objective before the first observation.
 _DEFAULT_GROUP_SIZE = 8
 
@@ -180,10 +166,9 @@ _DEFAULT_GROUP_SIZE = 8
 class ExperimentalSelector(KGPSSelector):
     r"""
     `KGPSSelector` with the variants of `ExperimentalConfig`: Thompson sampling, candidates dealt from passes over the
-    pool, gamma calibrated online from the normalized innovation squared, the pool's mean surprise added to every
-    prompt (`shared_drift`, per-prompt filter only), the 'mixed' objective, and the paper's ablations (the utility
+    pool, the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the 'mixed' objective, and the paper's ablations (the utility
     at the mean, \\(Q = \gamma \lVert\Delta\theta\rVert^p\\), a fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a
-    `KGPSSelector`, bit for bit. Its state adds the candidate pass, gamma's calibration and the group size last seen.
+    `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
     default).
@@ -196,7 +181,6 @@ class ExperimentalSelector(KGPSSelector):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features)
         self._pass = CandidatePass(self.num_prompts)
-        self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
         self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
 
     def _new_filter(self, features):
@@ -207,16 +191,11 @@ class ExperimentalSelector(KGPSSelector):
 
     def process_noise(self, delta_norm) -> float:
         r"""\\(Q\\) for the given update norm(s): `fixed_process_noise` if set, else \\(\gamma \sum_s \lVert \Delta\theta_s
-        \rVert^p\\) with gamma's calibration."""
+        \rVert^p\\), gamma calibrated as `KGPSSelector.gamma` says."""
         norms = as_delta_norms(delta_norm)
         if self.config.fixed_process_noise is not None:
             return float(self.config.fixed_process_noise)
         return float(self.gamma * np.sum(norms**self.config.process_noise_power))
-
-    @property
-    def gamma(self) -> float:
-        """The process-noise scale in use: `config.gamma`, times its calibration when `process_noise_adaptation > 0`."""
-        return self.config.gamma * self._gamma_scale
 
     @property
     def group_size(self) -> int:
@@ -224,15 +203,9 @@ class ExperimentalSelector(KGPSSelector):
         return self.config.group_size or self._group_size_seen
 
     def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
-        r"""`last_nis`, the group size seen and, with `process_noise_adaptation` \\(= \eta > 0\\),
-        \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\)."""
+        """`KGPSSelector._observed`, and the group size seen."""
         super()._observed(nis, k)
         self._group_size_seen = int(k.max())
-        if self.config.process_noise_adaptation > 0:
-            step = self.config.process_noise_adaptation * (self.last_nis - 1.0)
-            self._gamma_scale = float(
-                np.clip(self._gamma_scale * np.exp(step), 1 / _MAX_GAMMA_SCALE, _MAX_GAMMA_SCALE)
-            )
 
     @property
     def _points(self) -> int | None:
@@ -276,18 +249,14 @@ class ExperimentalSelector(KGPSSelector):
         return {
             **super().state_dict(),
             **self._pass.state_dict(),
-            "gamma_scale": self._gamma_scale,
             "group_size_seen": self._group_size_seen,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """`KGPSSelector.load_state_dict`, and the pass, gamma's calibration and the group size, all checked first."""
+        """`KGPSSelector.load_state_dict`, and the pass and the group size, all checked first."""
         if not isinstance(state, dict):
             return super().load_state_dict(state)  # its error
         extra = older_states.kgps_state(state)
-        gamma_scale = check_scalar("gamma_scale", extra["gamma_scale"])
-        if not 1 / _MAX_GAMMA_SCALE <= gamma_scale <= _MAX_GAMMA_SCALE:
-            raise ValueError(f"state['gamma_scale']={gamma_scale} is outside [1e-3, 1e3]; it is corrupted.")
         group_size_seen = int(extra["group_size_seen"])
         if group_size_seen < 1:
             raise ValueError(
@@ -296,7 +265,7 @@ class ExperimentalSelector(KGPSSelector):
         candidate_pass = CandidatePass(self.num_prompts)
         candidate_pass.load_state_dict(extra)
         super().load_state_dict(state)
-        self._pass, self._gamma_scale, self._group_size_seen = candidate_pass, gamma_scale, group_size_seen
+        self._pass, self._group_size_seen = candidate_pass, group_size_seen
 
     @classmethod
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:

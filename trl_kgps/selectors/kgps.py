@@ -21,6 +21,7 @@ from ._checks import (
     as_index_array,
     as_num_prompts,
     as_observations,
+    check_scalar,
 )
 from ._draw import draw, random_candidates, whole_pool_draw
 from ._ranking import UtilityRanking
@@ -31,7 +32,9 @@ from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
 
-STATE_VERSION = 4
+STATE_VERSION = 5
+# The calibrated gamma stays within this factor of `config.gamma` (`process_noise_adaptation`).
+MAX_GAMMA_SCALE = 1e3
 
 ArrayLike = Sequence[int] | Sequence[float] | np.ndarray
 
@@ -47,7 +50,8 @@ class KGPSSelector(FromPretrainedMixin):
 
     1. `predict(delta_norm)`: \\(P_i \mathrel{+}= Q\\) for every prompt, \\(Q = \gamma \lVert \Delta\theta
        \rVert_2^p\\) (summed over the optimizer steps since the last round), split between the shared part and the
-       residuals;
+       residuals; by default \\(\gamma\\) is calibrated after each update, \\(\gamma \leftarrow \gamma\,
+       e^{\eta (\mathrm{NIS} - 1)}\\) (`process_noise_adaptation` \\(= \eta\\); 0 in the paper's config);
     2. `update(indices, successes, trials)`: the prompts that were rolled out — by default the exact binomial
        posterior, moment-matched to a Gaussian, which also moves the shared part; with `KGPSConfig.paper()` the
        paper's Kalman update on \\(\mathrm{logit}(s/k)\\);
@@ -72,7 +76,8 @@ class KGPSSelector(FromPretrainedMixin):
         mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\) (shared part included).
         variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array; shared part included).
         shared (`SharedFactor` or `None`): the factor shared across prompts.
-        gamma (`float`): the process-noise scale in use, `config.gamma`.
+        gamma (`float`): the process-noise scale in use, `config.gamma` times its calibration, in
+            `[1e-3, 1e3]` times `config.gamma`.
         last_nis (`float`): the normalized innovation squared of the latest `update`, averaged over its prompts.
 
     Repeated indices in one `initialize` or `update` call are pooled: their successes and trials are summed into
@@ -119,6 +124,7 @@ class KGPSSelector(FromPretrainedMixin):
         self._utility = Utility(self._points)
         self._ranking = UtilityRanking(self._utility)
         self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
+        self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
 
     def _new_filter(self, features: Any) -> PerPromptFilter | SharedFilter:
         """The filter `self.config` asks for: the shared factor's (`shared_variance > 0`) or one per prompt."""
@@ -204,8 +210,8 @@ class KGPSSelector(FromPretrainedMixin):
 
     @property
     def gamma(self) -> float:
-        """The process-noise scale in use: `config.gamma`."""
-        return self.config.gamma
+        """The process-noise scale in use: `config.gamma`, times its calibration (1 with `process_noise_adaptation=0`)."""
+        return self.config.gamma * self._gamma_scale
 
     def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
         r"""
@@ -233,8 +239,24 @@ class KGPSSelector(FromPretrainedMixin):
         self._rescore(idx)
 
     def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
-        """What an update of the filter tells the selector: `last_nis` (the NIS of each prompt `nis`, trials `k`)."""
+        r"""
+        What an update of the filter tells the selector (`nis` of shape `(n,)`, each prompt's normalized innovation
+        squared; `k` its trials): `last_nis`, their mean, and with `process_noise_adaptation` \\(= \eta > 0\\) gamma's
+        calibration \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\), within `[1e-3, 1e3]` times
+        `config.gamma`: a batch more surprising than the beliefs predicted (NIS > 1) means the policy moved them more
+        than `Q` allowed, so `Q` grows; a less surprising one shrinks it.
+        """
         self.last_nis = float(np.mean(nis))
+        eta = self.config.process_noise_adaptation
+        if eta > 0 and not math.isnan(self.last_nis):
+            step = eta * (self.last_nis - 1.0)
+            # A surprise that would carry the scale past its upper bound (a phase change can make NIS reach 1e4 and
+            # more, and exp() overflow) lands on the bound itself.
+            if step > math.log(MAX_GAMMA_SCALE / self._gamma_scale):
+                scale = MAX_GAMMA_SCALE
+            else:
+                scale = self._gamma_scale * np.exp(step)
+            self._gamma_scale = float(np.clip(scale, 1 / MAX_GAMMA_SCALE, MAX_GAMMA_SCALE))
 
     def _rescore(self, indices: np.ndarray) -> None:
         """Keeps the cached ranking's bounds valid for `indices`, whose beliefs just changed."""
@@ -354,6 +376,7 @@ class KGPSSelector(FromPretrainedMixin):
             "variance_offset": beliefs.pop("variance_offset"),
             "rng_state": self._rng.bit_generator.state,
             "last_nis": self.last_nis,
+            "gamma_scale": self._gamma_scale,
             **beliefs,
             "config": dataclasses.asdict(self.config),
             "seed": self.seed,
@@ -395,8 +418,14 @@ class KGPSSelector(FromPretrainedMixin):
         except (TypeError, ValueError, KeyError) as error:
             raise ValueError(f"state['rng_state'] is not a PCG64 generator state ({error}).") from None
         last_nis = float(state["last_nis"])  # NaN before the first update
+        gamma_scale = check_scalar("gamma_scale", state["gamma_scale"])  # 1.0 in a state saved before it
+        if not 1 / MAX_GAMMA_SCALE <= gamma_scale <= MAX_GAMMA_SCALE:
+            raise ValueError(
+                f"state_dict['gamma_scale'] must lie in [1e-3, 1e3] (gamma's calibration), got {gamma_scale!r}; this "
+                "state is corrupted."
+            )
         # Everything checked: only now does this selector change.
-        self._filter, self._rng, self.last_nis = filter_, rng, last_nis
+        self._filter, self._rng, self.last_nis, self._gamma_scale = filter_, rng, last_nis, gamma_scale
         self._ranking.invalidate()
 
     @classmethod
