@@ -76,15 +76,19 @@ ONE_LINE = {
     "one_line_prior": ("prompt", "answer", "level", "solve_rate"),
     "one_line_adaptive_q": ("prompt", "answer", "level"),
     "one_line_gamma_1": ("prompt", "answer", "level"),
+    "one_line_fixed_gamma": ("prompt", "answer", "level"),
 }
 # The one line with a field set: one belief per row, copies of a prompt apart, starting from `solve_rate`, or its
-# drift larger (gamma) or learnt from the surprise (NIS), as ARCUS's drift is meant to keep stale beliefs honest.
+# drift larger (gamma), learnt from the surprise (the default since these runs: `one_line_adaptive_q` runs as
+# `one_line` does now) or fixed (`one_line_fixed_gamma`: the default before, which `one_line` in `drift_0_4/` and
+# `calibration_5_9/` ran).
 ONE_LINE_CONFIGS = {
     "one_line_by_row": KGPSConfig(prompt_key=None),
     "one_line_no_metadata_by_row": KGPSConfig(prompt_key=None),
     "one_line_prior": KGPSConfig(prior_column="solve_rate"),
     "one_line_adaptive_q": ExperimentalConfig(process_noise_adaptation=0.05),
-    "one_line_gamma_1": KGPSConfig(gamma=1.0),
+    "one_line_gamma_1": KGPSConfig(gamma=1.0, process_noise_adaptation=0.0),
+    "one_line_fixed_gamma": KGPSConfig(process_noise_adaptation=0.0),
 }
 
 
