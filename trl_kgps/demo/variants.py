@@ -43,7 +43,7 @@ SHARED_ALTERNATIVES = {
     "candidates": {"candidates": 16.0},
     "noise_shared_0.2": {"shared_noise_share": 0.2},
     "noise_shared_0.8": {"shared_noise_share": 0.8},
-    "fixed_q": {"process_noise_adaptation": 0.0},  # gamma fixed, as before
+    "fixed_gamma": {"process_noise_adaptation": 0.0},  # gamma fixed, the default before it learnt gamma
     "fixed_residual": {"residual_adaptation": 0.0},
     "fast_residual": {"residual_adaptation": 0.2},
     "gamma_0.03": {"gamma": 0.03},
