@@ -600,3 +600,32 @@ def test_the_datasets_verdict_pairs_by_seed_and_its_committed_file_is_what_its_r
     root = BENCHMARKS.parent
     committed = (root / verdict.RESULTS / "datasets_verdict.md").read_text()
     assert verdict.table(verdict.load(str(root / verdict.RESULTS))) in committed
+
+
+def test_the_calibration_verdict_pairs_by_seed_and_its_committed_file_is_what_its_runs_give():
+    from benchmarks import calibration_verdict as verdict
+
+    def run(final, ece, rollouts_to_reach):
+        # uniform ends at 0.5 on 1000 rollouts; this run reaches 0.5 after `rollouts_to_reach` of them
+        accuracy = [0.3, 0.5, final] if rollouts_to_reach < 1000 else [0.3, 0.4, final]
+        rollouts = [0, rollouts_to_reach if rollouts_to_reach < 1000 else 500, 1000]
+        return dict(steps=[0, 1, 2], rollouts=rollouts, heldout_accuracy=accuracy, summary=dict(ece=ece))
+
+    runs = {
+        "uniform": {"0": run(0.5, 0.1, 1000), "1": run(0.5, 0.1, 1000)},
+        "one_line": {"0": run(0.53, 0.04, 600), "1": run(0.51, 0.06, 800), "5": run(0.6, 0.05, 500)},
+        "arcus": {"0": run(0.45, 0.08, 2000), "1": run(0.50, 0.10, 900)},
+    }
+    # paired by the seeds both ran (seed 5 has no arcus): +0.08 and +0.01
+    np.testing.assert_allclose(verdict.difference(runs, "one_line", "arcus"), [0.08, 0.01])
+    np.testing.assert_allclose(verdict.difference(runs, "one_line", "arcus", "ece"), [-0.04, -0.04])
+    assert verdict.difference(runs, "one_line", "arcus", low=5).size == 0
+    # uniform's final 0.5 reached at 600 and 800 of its 1000 rollouts: the median share 70 %; arcus reaches it on
+    # seed 1 only (at 900), so its median counts the seed that never did as more than any share
+    assert verdict.rollouts(runs, "one_line") == "70% (2/2 reached)"
+    assert verdict.rollouts(runs, "arcus") == "never (1/2 reached)"
+    root = BENCHMARKS.parent
+    committed = (root / verdict.RESULTS / "calibration_verdict.md").read_text()
+    assert verdict.report(verdict.load(str(root / verdict.RESULTS))) == committed
+    table = "\n".join(verdict.every_selector(verdict.load(str(root / verdict.RESULTS)), verdict.HELD_BACK, 10))
+    assert table in (root / "docs/benchmarks.md").read_text()
