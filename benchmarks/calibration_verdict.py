@@ -12,6 +12,11 @@ python benchmarks/calibration_verdict.py   # the committed runs; writes benchmar
 
 The runs (`benchmarks/results/`), `R` = `base,groups_of_4,out_of_reach,other_policy,mostly_solved`:
 
+- `one_line_learnt_gamma/`: the default as it is, gamma learnt (`process_noise_adaptation=0.05`), in every main
+  regime and the four wrong-column ones, seeds 0-9: `python benchmarks/real_cpu.py --regimes
+  $R,wrong_labels,wrong_labels_out_of_reach,merged_levels,unrelated_column --methods one_line --seeds
+  0,1,2,3,4,5,6,7,8,9 --held_back 5 --out benchmarks/results/one_line_learnt_gamma`. Every other file's `one_line`
+  ran before, with gamma fixed: this verdict calls it `one_line_fixed_gamma` (the suite's method of that name);
 - `calibration_0_4/<regime>/`: every selector, seeds 0-4, one regime a file:
   `python benchmarks/real_cpu.py --regimes <regime> --methods
   uniform,one_line,one_line_no_metadata,kgps_per_prompt,kgps_paper,mopps,greso,dps,arcus,oracle --seeds 0,1,2,3,4
@@ -51,7 +56,10 @@ from benchmarks.realcpu.report import paired  # noqa: E402
 
 
 RESULTS = "benchmarks/results"
-# Held-back runs first: `one_line_verdict.load` keeps the first file's run of a seed.
+# The default as it is, gamma learnt (`process_noise_adaptation=0.05`), every main regime on seeds 0-9.
+LEARNT_GAMMA = "one_line_learnt_gamma/real_cpu.json"
+# Runs from before the default learnt gamma, whose `one_line` is `one_line_fixed_gamma` here. Held-back runs first:
+# `one_line_verdict.load` keeps the first file's run of a seed.
 FILES = (
     "calibration_5_9_peers/real_cpu.json",
     "calibration_5_9/real_cpu.json",
@@ -71,7 +79,7 @@ LABELS = {
     "dps": "DPS",
     "uniform": "uniform (last rate seen)",
 }
-CANDIDATES = (("one_line_adaptive_q", "one_line"), ("one_line_gamma_1", "one_line"))
+CANDIDATES = (("one_line_adaptive_q", "one_line_fixed_gamma"), ("one_line_gamma_1", "one_line_fixed_gamma"))
 # The boundary layer in the logit: the paper's rule with the exact binomial update instead of its clipped observation.
 BOUNDARY = (("paper+binomial", "kgps_paper"),)
 # In the reliability diagram: the default, the paper's rule, and the peers that hold a posterior.
@@ -81,8 +89,19 @@ GOALS = dict(ece=0.05, coverage_90=0.85)
 
 
 def load(results: str = RESULTS) -> dict:
-    """`runs[regime][method][seed]`, the union of the files of `FILES` that exist (`one_line_verdict.load`)."""
-    return one_line_verdict.load([path for name in FILES if os.path.exists(path := os.path.join(results, name))])
+    """
+    `runs[regime][method][seed]`: the default's runs (`LEARNT_GAMMA`) as `one_line`, and the union of the files of
+    `FILES` that exist (`one_line_verdict.load`), whose `one_line` ran with gamma fixed (`one_line_fixed_gamma`).
+    """
+    existing = [path for name in FILES if os.path.exists(path := os.path.join(results, name))]
+    runs = one_line_verdict.load([path] if os.path.exists(path := os.path.join(results, LEARNT_GAMMA)) else [])
+    for regime, methods in one_line_verdict.load(existing).items():
+        if "one_line" in methods:
+            methods["one_line_fixed_gamma"] = methods.pop("one_line")
+        for method, seeds in methods.items():
+            for seed, run in seeds.items():
+                runs.setdefault(regime, {}).setdefault(method, {}).setdefault(seed, run)
+    return runs
 
 
 def seeds_of(runs: dict, method: str, low: int = 0, high: int = 10) -> list[str]:
