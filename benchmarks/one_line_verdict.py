@@ -28,8 +28,10 @@ from benchmarks.realcpu.report import paired  # noqa: E402
 
 
 RESULTS = "benchmarks/results"
+# The one line with gamma learnt, its default since; the other files' one line kept gamma fixed.
+LEARNT_GAMMA = "one_line_learnt_gamma/real_cpu.json"
 FILES = (
-    "one_line_learnt_gamma/real_cpu.json",
+    LEARNT_GAMMA,
     "real_cpu.json",
     "held_back/real_cpu.json",
     "wrong_column/real_cpu.json",
@@ -50,9 +52,9 @@ LARGE_EDGE = 0.03
 ROLLOUTS_GOAL = 0.50
 
 
-def paths(results: str = RESULTS) -> list[str]:
-    """The results files of `FILES` under `results`."""
-    return [os.path.join(results, name) for name in FILES]
+def paths(results: str = RESULTS, gamma_fixed: bool = False) -> list[str]:
+    """The results files of `FILES` under `results`; with `gamma_fixed`, those whose one line kept gamma fixed."""
+    return [os.path.join(results, name) for name in FILES if not (gamma_fixed and name == LEARNT_GAMMA)]
 
 
 def load(paths: list[str]) -> dict:

@@ -21,7 +21,8 @@ per rollout, each run read at its end (`per_rollout_*`: the one line at 2 and 3 
 allocation ceiling (`allocation/`).
 
 The runs (`benchmarks/results/`): `dynamic_sampling_0_4` and `dynamic_sampling_5_9` (`uniform_ds`, `one_line_ds`),
-and the one line's and uniform's runs of `benchmarks/one_line_verdict.py`. The same comparison at the suite's earlier,
+and the one line's and uniform's runs of `benchmarks/one_line_verdict.py` from before the one line learnt gamma (its
+`one_line_ds` and per-rollout runs kept gamma fixed too). The same comparison at the suite's earlier,
 untuned learning rate, with a per-rollout view read part-way through a stretched schedule, is kept as it was
 measured in `benchmarks/results/lr_1e-4/rollouts_verdict.md` (written by this script at commit f92f09e).
 """
@@ -378,7 +379,7 @@ def allocation(runs: dict) -> tuple[list[str], str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    default = [os.path.join(RESULTS, f) for f in FILES] + paths()
+    default = [os.path.join(RESULTS, f) for f in FILES] + paths(gamma_fixed=True)
     parser.add_argument("--results", nargs="+", default=default)
     parser.add_argument("--out", default=os.path.join(RESULTS, "rollouts_verdict.md"))
     parser.add_argument(

@@ -503,8 +503,8 @@ class KGPSConfig:
     @classmethod
     def per_prompt(cls, **overrides) -> "KGPSConfig":
         """
-        One filter per prompt and nothing shared, gamma fixed, the batch drawn among `16 B` random candidates: the default of
-        trl-kgps 0.2, which resumes that version's checkpoints exactly. `overrides` set any other field.
+        One filter per prompt and nothing shared, gamma fixed, the batch drawn among `16 B` random candidates: the
+        default of trl-kgps 0.2, which resumes that version's checkpoints exactly. `overrides` set any other field.
 
         Example:
 

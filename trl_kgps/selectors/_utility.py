@@ -1,5 +1,6 @@
 r"""
-The training utility of a prompt under its Gaussian logit belief, evaluated fast and in float32.
+The training utility of a prompt under its Gaussian logit belief, evaluated fast and in float32; and the belief's
+predicted success, `expected_success`.
 
 For a prompt with logit mean \\(m\\) and variance \\(P\\) the paper scores
 
@@ -154,13 +155,14 @@ WIDE_VARIANCE = 1.0  # above it, sigma is a step on the belief's scale and the s
 
 def expected_success(mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
     r"""
-    \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[\sigma(\psi)]\\): the chance that a prompt's next rollout succeeds under its
-    belief (the posterior predictive), within 1e-6 for any \\(P \ge 0\\).
+    \\(\mathbb{E}_{\psi \sim \mathcal{N}(m, P)}[\sigma(\psi)]\\): the chance that a prompt's next rollout succeeds
+    under its belief (the posterior predictive), within 1e-6 for any \\(P \ge 0\\).
 
-    For \\(P \le\\) `WIDE_VARIANCE`, 32-point Gauss–Hermite quadrature (\\(\sigma\\) is smooth on the belief's scale).
-    Wider, \\(\sigma\\) is a step on that scale, which Gauss–Hermite resolves badly; so the step \\(H(t) = [t > 0]\\) is
-    taken out exactly, \\(\mathbb{E}[H(\psi)] = \Phi(m / \sqrt{P})\\), and the rest, \\(\sigma(t) - H(t)\\) (odd about 0,
-    at most \\(e^{-|t|}\\)), integrates by 32-point Gauss–Laguerre quadrature (weight \\(e^{-t}\\)):
+    For \\(P \le\\) `WIDE_VARIANCE`, 32-point Gauss–Hermite quadrature (\\(\sigma\\) is smooth on the belief's
+    scale). Wider, \\(\sigma\\) is a step on that scale, which Gauss–Hermite resolves badly; so the step
+    \\(H(t) = [t > 0]\\) is taken out exactly, \\(\mathbb{E}[H(\psi)] = \Phi(m / \sqrt{P})\\), and the rest,
+    \\(\sigma(t) - H(t)\\) (odd about 0, at most \\(e^{-|t|}\\)), integrates by 32-point Gauss–Laguerre quadrature
+    (weight \\(e^{-t}\\)):
 
         E[sigma(psi)] = Phi(m / sqrt(P)) + int_0^inf sigma(-t) (phi_P(-t - m) - phi_P(t - m)) dt,
 
@@ -185,7 +187,7 @@ def expected_success(mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
 
 
 def _split_rule(m: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """`expected_success` for the wide beliefs: the step's expectation plus the rest by Gauss–Laguerre; shape `(n,)`."""
+    """`expected_success` for wide beliefs: the step's expectation plus the rest by Gauss–Laguerre; shape `(n,)`."""
     m, sd = m[:, None], sd[:, None]
 
     def density(t):

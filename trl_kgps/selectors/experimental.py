@@ -33,9 +33,10 @@ class ExperimentalConfig(KGPSConfig):
     r"""
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
-    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma
-    \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a fixed \\(Q\\) (`fixed_process_noise`) and the utility at the
-    mean (`utility="point"`). `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
+    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), Thompson sampling
+    (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
+    fixed \\(Q\\) (`fixed_process_noise`) and the utility at the mean (`utility="point"`).
+    `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
     """
 
     selection: str = field(
@@ -166,8 +167,9 @@ _DEFAULT_GROUP_SIZE = 8
 class ExperimentalSelector(KGPSSelector):
     r"""
     `KGPSSelector` with the variants of `ExperimentalConfig`: Thompson sampling, candidates dealt from passes over the
-    pool, the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the 'mixed' objective, and the paper's ablations (the utility
-    at the mean, \\(Q = \gamma \lVert\Delta\theta\rVert^p\\), a fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a
+    pool, the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the 'mixed'
+    objective, and the paper's ablations (the utility at the mean, \\(Q = \gamma \lVert\Delta\theta\rVert^p\\), a
+    fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a
     `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
@@ -190,8 +192,10 @@ class ExperimentalSelector(KGPSSelector):
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
 
     def process_noise(self, delta_norm) -> float:
-        r"""\\(Q\\) for the given update norm(s): `fixed_process_noise` if set, else \\(\gamma \sum_s \lVert \Delta\theta_s
-        \rVert^p\\), gamma calibrated as `KGPSSelector.gamma` says."""
+        r"""
+        \\(Q\\) for the given update norm(s): `fixed_process_noise` if set, else
+        \\(\gamma \sum_s \lVert \Delta\theta_s \rVert^p\\), gamma calibrated as `KGPSSelector.gamma` says.
+        """
         norms = as_delta_norms(delta_norm)
         if self.config.fixed_process_noise is not None:
             return float(self.config.fixed_process_noise)

@@ -210,7 +210,7 @@ class KGPSSelector(FromPretrainedMixin):
 
     @property
     def gamma(self) -> float:
-        """The process-noise scale in use: `config.gamma`, times its calibration (1 with `process_noise_adaptation=0`)."""
+        """The process-noise scale in use: `config.gamma` times its calibration (1 with process_noise_adaptation=0)."""
         return self.config.gamma * self._gamma_scale
 
     def update(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
@@ -344,8 +344,8 @@ class KGPSSelector(FromPretrainedMixin):
 
     def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
         r"""
-        The predicted success rate: \\(\mathbb{E}[\sigma(\psi_i)]\\) under the belief \\(\mathcal{N}(m_i, P_i)\\), the chance
-        that the prompt's next rollout succeeds (`_utility.expected_success`). It lies nearer 1/2 than
+        The predicted success rate: \\(\mathbb{E}[\sigma(\psi_i)]\\) under the belief \\(\mathcal{N}(m_i, P_i)\\), the
+        chance that the prompt's next rollout succeeds (`_utility.expected_success`). It lies nearer 1/2 than
         \\(\sigma(m_i)\\), the belief's median, by as much as the belief is unsure.
 
         Args:
