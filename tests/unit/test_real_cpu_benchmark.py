@@ -629,5 +629,5 @@ def test_the_calibration_verdict_pairs_by_seed_and_its_committed_file_is_what_it
     root = BENCHMARKS.parent
     committed = (root / verdict.RESULTS / "calibration_verdict.md").read_text()
     assert verdict.report(verdict.load(str(root / verdict.RESULTS))) == committed
-    table = "\n".join(verdict.every_selector(verdict.load(str(root / verdict.RESULTS)), verdict.HELD_BACK, 10))
+    table = "\n".join(verdict.every_selector(verdict.load(str(root / verdict.RESULTS)), **verdict.DOCS_TABLE))
     assert table in (root / "docs/benchmarks.md").read_text()
