@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import one_line_verdict  # noqa: E402
 from benchmarks.one_line_verdict import TRUE_COLUMN as REGIMES  # noqa: E402
-from benchmarks.one_line_verdict import mean_se  # noqa: E402
+from benchmarks.one_line_verdict import short_cell  # noqa: E402
 from benchmarks.realcpu import calibration  # noqa: E402
 from benchmarks.realcpu.report import paired  # noqa: E402
 
@@ -132,10 +132,8 @@ def difference(
 
 
 def signed(d: np.ndarray, digits: int = 3) -> str:
-    if not d.size:
-        return "—"
-    mean, se = mean_se(d)
-    return f"{round(mean, digits) + 0.0:+.{digits}f} ± {se:.{digits}f} ({d.size})".replace("-", "−")
+    """`one_line_verdict.short_cell` and the number of seeds; — for none."""
+    return f"{short_cell(d, digits)} ({d.size})" if d.size else "—"
 
 
 def rollouts(runs: dict, method: str) -> str:

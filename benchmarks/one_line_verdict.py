@@ -87,10 +87,10 @@ def mean_se(d: np.ndarray) -> tuple[float, float]:
     return float(d.mean()), float(d.std() / np.sqrt(max(d.size - 1, 1)))
 
 
-def short_cell(d: np.ndarray) -> str:
-    """`mean ± SE` to three decimals with a typographic minus, as the docs' tables print it."""
+def short_cell(d: np.ndarray, digits: int = 3) -> str:
+    """`mean ± SE` to `digits` decimals with a typographic minus, as the docs' tables print it."""
     mean, se = mean_se(d)
-    return f"{round(mean, 3) + 0.0:+.3f} ± {se:.3f}".replace("-", "−")  # + 0.0: no "−0.000"
+    return f"{round(mean, digits) + 0.0:+.{digits}f} ± {se:.{digits}f}".replace("-", "−")  # + 0.0: no "−0.000"
 
 
 def cell(d: np.ndarray) -> str:

@@ -36,6 +36,12 @@ _inverse_cdf = np.frompyfunc(_NORMAL.inv_cdf, 1, 1)
 _lgamma = np.frompyfunc(math.lgamma, 1, 1)
 
 
+def bin_of(predicted: np.ndarray, bins: int = BINS) -> np.ndarray:
+    """Each prediction's equal-width bin, `[0, 1/bins)` ... `[1 - 1/bins, 1]`: integers in `[0, bins)`, shape of
+    `predicted`."""
+    return np.minimum((predicted * bins).astype(int), bins - 1)
+
+
 def expected_calibration_error(predicted, true, weights=None, bins: int = BINS) -> float:
     r"""
     \\(\sum_b |\sum_{i \in b} w_i (\hat p_i - p_i)| / \sum_i w_i\\): over `bins` equal-width bins of the predicted
@@ -44,8 +50,7 @@ def expected_calibration_error(predicted, true, weights=None, bins: int = BINS) 
     """
     predicted, true = np.asarray(predicted, float), np.asarray(true, float)
     weights = np.ones_like(predicted) if weights is None else np.asarray(weights, float)
-    b = np.minimum((predicted * bins).astype(int), bins - 1)
-    gaps = np.bincount(b, weights * (predicted - true), minlength=bins)
+    gaps = np.bincount(bin_of(predicted, bins), weights * (predicted - true), minlength=bins)
     return float(np.abs(gaps).sum() / weights.sum())
 
 
@@ -56,7 +61,7 @@ def reliability(predicted, true, bins: int = BINS) -> list[list[float]]:
     floats, so that snapshots and seeds pool by adding. Arrays of shape `(n,)`.
     """
     predicted, true = np.asarray(predicted, float), np.asarray(true, float)
-    b = np.minimum((predicted * bins).astype(int), bins - 1)
+    b = bin_of(predicted, bins)
     return [np.bincount(b, weights, minlength=bins).tolist() for weights in (None, predicted, true)]
 
 

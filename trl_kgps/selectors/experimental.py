@@ -169,8 +169,8 @@ class ExperimentalSelector(KGPSSelector):
     `KGPSSelector` with the variants of `ExperimentalConfig`: Thompson sampling, candidates dealt from passes over the
     pool, the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the 'mixed'
     objective, and the paper's ablations (the utility at the mean, \\(Q = \gamma \lVert\Delta\theta\rVert^p\\), a
-    fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a
-    `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
+    fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a `KGPSSelector`, bit for bit. Its state adds the candidate
+    pass and the group size last seen.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
     default).
