@@ -47,7 +47,7 @@ class KGPSRepeatSampler(Sampler[int]):
             `config.warmup_epochs` (0 for `KGPSConfig()`, 1 for `KGPSConfig.paper()`), or 0 for a baseline.
         seed (`int`, *optional*, defaults to `0`): seeds the warmup permutations.
         copies (`PromptCopies`, *optional*): which rows hold one prompt; the selector tracks the distinct prompts and
-            the sampler yields each one's first row. Unset: every row is its own prompt.
+            the sampler yields each one's rows in turn. Unset: every row is its own prompt.
 
     Example:
 
@@ -113,8 +113,9 @@ class KGPSRepeatSampler(Sampler[int]):
         self._resume_epoch = False
         epoch = self.ledger.epoch
         for position in range(self.batches_per_epoch):
-            batch = epoch[position].indices if position < len(epoch) else self.ledger.choose()
-            rows = self.copies.rows(batch).tolist()
+            if position == len(epoch):
+                self.ledger.choose()
+            rows = self.copies.rows(epoch[position].indices, epoch[position].turns).tolist()
             # e.g. rows [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
             for _ in range(self.repeat_count):
                 for index in rows:

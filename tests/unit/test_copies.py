@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
-from trl_kgps import KGPSRepeatSampler, KGPSSelector
+from trl_kgps import KGPSConfig, KGPSRepeatSampler, KGPSSelector
 from trl_kgps.adapters.dataset_copies import find_copies
+from trl_kgps.adapters.reward_reads import ColumnReaders
 from trl_kgps.engine.copies import PromptCopies
 
 
@@ -22,7 +23,7 @@ def test_prompt_copies_by_hand():
     assert (copies.num_rows, copies.num_prompts, copies.copies) == (6, 3, 3)
     assert copies.first_row.tolist() == [0, 1, 3] and copies.rows_per_prompt.tolist() == [2, 3, 1]
     assert copies.rows([2, 0]).tolist() == [3, 0] and copies.prompts([4, 3, 2]).tolist() == [1, 2, 0]
-    assert "6 rows hold 3 distinct prompts (by 'prompt'; 3 rows repeat" in copies.describe()
+    assert "6 rows hold 3 distinct prompts (rows with equal 'prompt'; 3 rows repeat" in copies.describe()
     assert PromptCopies.by_row(4).first_row.tolist() == [0, 1, 2, 3] and not PromptCopies.by_row(4).copies
 
 
@@ -49,35 +50,147 @@ def conversation(i):
 )
 def test_find_copies_numbers_equal_values_as_one_prompt(values):
     dataset = Dataset.from_dict({"prompt": values, "answer": list(range(40))}).shuffle(seed=0).select(range(30))
-    copies = find_copies(dataset, "prompt", batch_size=2)
+    copies, _ = find_copies(dataset, "prompt", batch_size=2)
     np.testing.assert_array_equal(copies.prompt_of_row, numbered(dataset["prompt"]))
     assert copies.key == "prompt"
 
 
 def test_find_copies_by_an_id_column_and_its_refusal():
     dataset = Dataset.from_dict({"prompt": [f"say it {i}" for i in range(6)], "problem": [3, 1, 3, 2, 1, 3]})
-    assert find_copies(dataset, "problem", 2).prompt_of_row.tolist() == [0, 1, 0, 2, 1, 0]
-    assert not find_copies(dataset, "prompt", 2).copies
+    assert find_copies(dataset, "problem", 2)[0].prompt_of_row.tolist() == [0, 1, 0, 2, 1, 0]
+    assert not find_copies(dataset, "prompt", 2)[0].copies
     with pytest.raises(ValueError, match=r"prompt_key='uid' names a column the train dataset does not have"):
         find_copies(dataset, "uid", 2)
 
 
 def test_every_row_is_its_own_prompt_where_copies_cannot_be_told_or_would_not_fill_a_batch():
     text = [f"q{i % 3}" for i in range(9)]
-    assert find_copies(Dataset.from_dict({"prompt": text}), "prompt", 3).num_prompts == 3
-    assert find_copies(Dataset.from_dict({"prompt": text}), "prompt", 4).num_prompts == 9  # 3 prompts < B
-    assert find_copies(Dataset.from_dict({"prompt": text}), None, 3).num_prompts == 9
+    assert find_copies(Dataset.from_dict({"prompt": text}), "prompt", 3)[0].num_prompts == 3
+    assert find_copies(Dataset.from_dict({"prompt": text}), "prompt", 4)[0].num_prompts == 9  # 3 prompts < B
+    assert find_copies(Dataset.from_dict({"prompt": text}), None, 3)[0].num_prompts == 9
     with_images = Dataset.from_dict({"prompt": text, "images": [[f"{i}.png"] for i in range(9)]})
-    assert find_copies(with_images, "prompt", 3).num_prompts == 9  # one instruction over many images
-    assert find_copies(range(9), "prompt", 3).num_prompts == 9  # no columns: a bare sampler
+    assert find_copies(with_images, "prompt", 3)[0].num_prompts == 9  # one instruction over many images
+    assert find_copies(range(9), "prompt", 3)[0].num_prompts == 9  # no columns: a bare sampler
 
 
-def test_the_sampler_chooses_distinct_prompts_and_yields_their_first_rows():
+def reads_answer(completions, answer, **kwargs):
+    return [float(c == a) for c, a in zip(completions, answer)]
+
+
+def reads_any_column(completions, **kwargs):
+    return [float(c == kwargs[sorted(kwargs)[0]][i]) for i, c in enumerate(completions)]
+
+
+def test_rows_that_differ_in_a_column_a_reward_reads_are_not_copies():
+    # one question with two reference answers, one asked three times: three prompts, not two
+    dataset = Dataset.from_dict(
+        {"prompt": ["q0", "q1", "q0", "q0", "q1", "q2"], "answer": ["a", "b", "c", "a", "b", "d"], "id": range(6)}
+    )
+    copies, notes = find_copies(dataset, "prompt", 2, ColumnReaders.of([reads_answer]))
+    expected = numbered(list(zip(dataset["prompt"], dataset["answer"])))
+    np.testing.assert_array_equal(copies.prompt_of_row, expected)
+    assert copies.columns == ("answer",) and copies.identity == "'prompt' and 'answer'"
+    assert len(notes) == 1 and "1 rows hold a 'prompt' of an earlier row but differ from it" in notes[0]
+    assert "'answer': the reward function reads_answer reads it" in notes[0]
+    # a reward that may read any column: rows are copies only where every column is equal (`id` never is)
+    assert not find_copies(dataset, "prompt", 2, ColumnReaders.of([reads_any_column]))[0].copies
+    # without readers, the prompt alone
+    assert find_copies(dataset, "prompt", 2)[0].num_prompts == 3
+
+
+class SeededGame:
+    def reset(self, seed, **kwargs):
+        self.seed = seed
+
+
+def test_an_environments_reset_and_trls_routing_column_decide_copies():
+    dataset = Dataset.from_dict(
+        {"prompt": ["play"] * 24, "seed": list(range(12)) * 2, "environment": ["chess", "go"] * 12}
+    )
+    copies, _ = find_copies(dataset, "prompt", 4, ColumnReaders.of(environments=[SeededGame()]))
+    assert copies.num_prompts == 12 and copies.columns == ("seed",)
+    routed, _ = find_copies(dataset, "prompt", 4, ColumnReaders.of(environments=[SeededGame()]), ("environment",))
+    np.testing.assert_array_equal(routed.prompt_of_row, numbered(list(zip(dataset["seed"], dataset["environment"]))))
+    assert routed.num_prompts == 12  # seed i always meets the same environment here: 12 pairs
+
+
+def test_a_named_key_that_a_reward_reads_merges_prompts_and_says_so():
+    dataset = Dataset.from_dict({"prompt": ["1+1", "0+2", "2+0", "1+2"], "answer": ["2", "2", "2", "3"]})
+    copies, notes = find_copies(dataset, "answer", 2, ColumnReaders.of([reads_answer]))
+    assert copies.prompt_of_row.tolist() == [0, 0, 0, 1]
+    assert len(notes) == 1 and "prompt_key='answer' names a column that decides rewards" in notes[0]
+    assert "2 distinct prompts merged into others" in notes[0]
+
+
+def test_fewer_distinct_prompts_than_a_batch_keep_rows_and_say_so():
+    dataset = Dataset.from_dict({"prompt": [f"q{i % 3}" for i in range(9)]})
+    copies, notes = find_copies(dataset, "prompt", 4)
+    assert copies.num_prompts == 9 and copies.key is None
+    assert notes == [
+        "the 3 distinct prompts (by 'prompt') are fewer than the 4 of a generation batch: KGPS keeps one belief "
+        "per row"
+    ]
+
+
+def test_a_prompts_rows_train_in_turn_in_the_datasets_order():
+    copies = PromptCopies(np.array([0, 1, 0, 2, 1, 1]))
+    # by hand: prompt 1's rows are 1, 4, 5; its turns 0..4 give 1, 4, 5, 1, 4
+    assert copies.rows([1] * 5, turns=range(5)).tolist() == [1, 4, 5, 1, 4]
+    assert copies.rows([0, 2, 1], turns=[3, 7, 2]).tolist() == [2, 3, 5]
+    assert copies.rows([0, 2, 1]).tolist() == copies.rows([0, 2, 1], turns=[0, 0, 0]).tolist() == [0, 3, 1]
+
+
+def test_every_row_of_a_prompt_with_copies_reaches_the_trainer():
+    prompt_of_row = np.random.default_rng(0).permutation(np.repeat(np.arange(6), [1, 2, 3, 4, 5, 6]))
+    copies = PromptCopies(numbered(prompt_of_row.tolist()))
+    sampler = KGPSRepeatSampler(
+        range(21), 1, 3, selector=KGPSSelector(6, KGPSConfig(warmup_epochs=0)), warmup_epochs=0, copies=copies
+    )
+    yielded = []
+    for _ in range(6):  # epochs of 7 batches; each prompt is chosen in turn, its rows in turn
+        yielded += list(sampler)
+    turns = {}
+    for row in yielded:
+        prompt = copies.prompts([row])[0]
+        expected = np.flatnonzero(copies.prompt_of_row == prompt)
+        assert row == expected[turns.get(prompt, 0) % expected.size]
+        turns[prompt] = turns.get(prompt, 0) + 1
+    assert set(yielded) == set(range(21))
+
+
+def test_the_sampler_chooses_distinct_prompts_and_yields_first_rows_first():
     copies = PromptCopies(np.array([0, 1, 0, 2, 1, 3, 3, 2, 0]))
     sampler = KGPSRepeatSampler(range(9), mini_repeat_count=2, batch_size=2, selector=KGPSSelector(4), copies=copies)
     assert len(sampler) == len(range(9)) // 2 * 2 * 2  # TRL's length: the rows' worth of batches
     rows = list(sampler)
     batches = [rows[i : i + 4 : 2] for i in range(0, len(rows), 4)]
     for batch in batches:
-        assert set(batch) <= {0, 1, 3, 5} and len(set(copies.prompts(batch))) == 2
+        assert len(set(copies.prompts(batch))) == 2
+    first_seen = {copies.prompts([row])[0]: row for row in reversed(rows)}
+    assert set(first_seen.values()) <= {0, 1, 3, 5}  # a prompt's first turn is its first row
     assert sampler.ledger.times_selected.sum() == 2 * len(batches) and sampler.ledger.num_prompts == 4
+
+
+def test_a_resumed_epoch_replays_the_rows_it_yielded_and_goes_on_in_turn():
+    copies = PromptCopies(np.array([0, 1, 0, 2, 1, 1, 2, 0, 3, 4, 4, 5]))
+
+    def make():
+        selector = KGPSSelector(6, KGPSConfig(warmup_epochs=0), seed=1)
+        return KGPSRepeatSampler(range(12), 1, 2, selector=selector, warmup_epochs=0, copies=copies)
+
+    def run(sampler, count, start=None):
+        iterator, rows = start or iter(sampler), []
+        for _ in range(count):
+            rows.append(next(iterator))
+            if len(rows) % 2 == 0:  # a batch yielded: the trainer scores it
+                sampler.ledger.observe(sampler.ledger.pending[0].indices, [1, 0], [2, 2])
+        return iterator, rows
+
+    original = make()
+    run(original, 12)  # the first epoch, six batches
+    iterator, head = run(original, 6)  # three batches of the second
+    restored = make()
+    restored.load_state_dict(original.state_dict())
+    replayed = list(restored)
+    assert replayed[:6] == head, "the resumed epoch yields the rows it yielded before the checkpoint"
+    assert replayed[6:] == run(original, 6, iterator)[1], "and goes on with the rows the run would have"

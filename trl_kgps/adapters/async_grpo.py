@@ -209,7 +209,7 @@ class SelectionService:
                 pending = ledger.pending[-1]
             pending.hand_out(self.next_batch_id)
             self.next_batch_id += 1
-        return pending.handed_as, self.copies.rows(pending.indices).tolist()
+        return pending.handed_as, self.copies.rows(pending.indices, pending.turns).tolist()
 
     def observe(
         self, batch_id: int, position: int, index: int, version: int, rewards: np.ndarray, dropped: bool = False
@@ -385,7 +385,8 @@ class AsyncGRPOAdapter(TrainerAdapter):
         trainer = self.trainer
         async_trl_private.check_worker(trainer.rollout_worker)
         if self.engine is None:
-            self._build_engine(self.find_copies(trainer.train_dataset, self.batch_size))
+            readers, routing = self._column_readers()
+            self._build_engine(self.find_copies(trainer.train_dataset, self.batch_size, readers, routing))
             worker = trainer.rollout_worker
             self.service = SelectionService(
                 self.engine,
@@ -412,11 +413,7 @@ class AsyncGRPOAdapter(TrainerAdapter):
         trainer = self.trainer
         selector = self.selector
         if selector is None or isinstance(selector, str):
-            worker = trainer.rollout_worker
-            readers = ColumnReaders.of(
-                async_trl_private.reward_funcs(worker), async_trl_private.environment_factories(worker)
-            )
-            selector = self.build_selector(trainer.train_dataset, readers, copies)
+            selector = self.build_selector(trainer.train_dataset, self._column_readers()[0], copies)
         self.engine = build_engine(
             selector,
             copies.num_prompts,
@@ -426,6 +423,14 @@ class AsyncGRPOAdapter(TrainerAdapter):
             self.BATCH_FORMULA,
         )
         self.selector, self.copies = selector, copies
+
+    def _column_readers(self) -> tuple[ColumnReaders, tuple[str, ...]]:
+        """What reads the train dataset's columns in the worker: its reward functions and environments, and the
+        columns it routes rows by (`environment`, with several environments)."""
+        worker = self.trainer.rollout_worker
+        factories = async_trl_private.environment_factories(worker)
+        readers = ColumnReaders.of(async_trl_private.reward_funcs(worker), factories)
+        return readers, ("environment",) if async_trl_private.routes_environments(worker) else ()
 
     # Training ------------------------------------------------------------------------------------------------
 

@@ -299,6 +299,11 @@ def environment_factories(worker: Any) -> list[Any]:
     return list(factories.values()) if isinstance(factories, dict) else [factories] if factories else []
 
 
+def routes_environments(worker: Any) -> bool:
+    """Whether the worker's loop routes each row to one of several environments by its `environment` column."""
+    return isinstance(worker._loop_kwargs.get("environment_factory"), dict)
+
+
 def check_worker(worker: Any) -> None:
     """Raises `TypeError` unless `worker` is TRL's `AsyncRolloutWorker` (or a subclass), whose loop KGPS reads from."""
     if not isinstance(worker, find("AsyncRolloutWorker")):

@@ -27,6 +27,7 @@ from ..engine.protocol import PromptSelector
 from ..sampler import PROMPTS_PER_BATCH, KGPSRepeatSampler
 from . import trl_private
 from .distributed import check_ranks_agree, fingerprint, gather_indices
+from .reward_reads import ColumnReaders
 from .trainer_adapter import TrainerAdapter, check_batch_arguments, check_map_style
 
 
@@ -120,14 +121,19 @@ class GRPOAdapter(TrainerAdapter):
         self._prompts = None
         G = self.group_size
         batch_size, repeat_count = trl_private.generation_layout(trainer, G)
-        self.sampler = self._sampler(dataset, self.find_copies(dataset, batch_size), batch_size, repeat_count)
+        readers = trl_private.column_readers(trainer)
+        copies = self.find_copies(dataset, batch_size, readers, trl_private.routing_columns(trainer))
+        self.sampler = self._sampler(dataset, copies, batch_size, repeat_count, readers)
         return self.sampler
 
-    def _sampler(self, dataset: Any, copies: PromptCopies, batch_size: int, repeat_count: int) -> KGPSRepeatSampler:
-        """The sampler over the distinct prompts of `dataset` (`copies`), with the selector built for them."""
+    def _sampler(
+        self, dataset: Any, copies: PromptCopies, batch_size: int, repeat_count: int, readers: ColumnReaders
+    ) -> KGPSRepeatSampler:
+        """The sampler over the distinct prompts of `dataset` (`copies`), with the selector built for them; `readers`
+        read the dataset's columns."""
         trainer = self.trainer
         if self.selector is None or isinstance(self.selector, str):
-            self.selector = self.build_selector(dataset, trl_private.column_readers(trainer), copies)
+            self.selector = self.build_selector(dataset, readers, copies)
         sampler = KGPSRepeatSampler(
             dataset,
             mini_repeat_count=self.group_size,
@@ -265,7 +271,11 @@ class GRPOAdapter(TrainerAdapter):
                 )
             self.selector = self.requested_selector
             sampler = self._sampler(
-                self.sampler.data_source, by_row, self.sampler.batch_size, self.sampler.repeat_count
+                self.sampler.data_source,
+                by_row,
+                self.sampler.batch_size,
+                self.sampler.repeat_count,
+                trl_private.column_readers(self.trainer),
             )
             self.sampler.choose_as(sampler)  # the data loader holds this sampler
         self.resume(directory, self.sampler)

@@ -121,18 +121,24 @@ class TrainerAdapter(TrainerCallback):
         self.copies: PromptCopies | None = None
         self._prompts: dict[str, Any] | None = None
 
-    def find_copies(self, dataset: Any, batch_size: int) -> PromptCopies:
+    def find_copies(
+        self, dataset: Any, batch_size: int, readers: ColumnReaders, routing: tuple[str, ...] = ()
+    ) -> PromptCopies:
         """
-        The rows of `dataset` that hold one prompt (`dataset_copies.find_copies`, by `config.prompt_key`), said in the
-        main process's log when there are copies; a selector instance passed to the callback that tracks one belief
-        per row keeps them.
+        The rows of `dataset` that hold one prompt (`dataset_copies.find_copies`, by `config.prompt_key` and the
+        columns `readers` may read or the trainer routes rows by, `routing`), said in the main process's log when
+        there are copies. `selector="uniform"`, TRL's order, and a selector instance passed to the callback that tracks
+        one belief per row keep the rows: each row keeps its weight.
         """
-        copies = find_copies(dataset, self.config.prompt_key, batch_size)
+        copies, notes = find_copies(dataset, self.config.prompt_key, batch_size, readers, routing)
         tracked = getattr(self.requested_selector, "num_prompts", None)
-        if copies.copies and tracked == copies.num_rows:
-            copies = PromptCopies.by_row(copies.num_rows)
-        if copies.copies and self.trainer.is_world_process_zero():
-            logger.warning(copies.describe())
+        if copies.copies and (self.requested_selector == "uniform" or tracked == copies.num_rows):
+            copies, notes = PromptCopies.by_row(copies.num_rows), []
+        if copies.copies:
+            notes.insert(0, copies.describe())
+        if self.trainer.is_world_process_zero():
+            for note in notes:
+                logger.warning(note)
         return copies
 
     def build_selector(self, dataset: Any, readers: ColumnReaders, copies: PromptCopies) -> PromptSelector:

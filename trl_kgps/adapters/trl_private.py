@@ -255,6 +255,12 @@ def column_readers(trainer: Trainer) -> ColumnReaders:
     return ColumnReaders.of(trainer.reward_funcs, environments)
 
 
+def routing_columns(trainer: Trainer) -> tuple[str, ...]:
+    """The columns `trainer` routes each row by: `environment` with several environments (`environment_factory` a
+    dict), which picks the row's environment."""
+    return ("environment",) if getattr(trainer, "_multi_environment", False) else ()
+
+
 def reward_functions(trainer: Trainer) -> tuple[list[str], list[float]]:
     """The reward functions' names and weights, in the order of the columns of the rewards KGPS receives."""
     return list(trainer.reward_func_names), trainer.reward_weights.tolist()

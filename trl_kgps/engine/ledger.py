@@ -75,6 +75,7 @@ class ChosenBatch:
     rewards: list[np.ndarray | None] | None = None  # once handed out: per position, its group's (G, F) rewards
     versions: list[int] | None = None  # once handed out: per position, the model version that generated the group
     dropped: int = 0  # its groups the asynchronous worker kept from the optimizer (zero advantage)
+    turns: np.ndarray | None = None  # (B,) int64, the batches each prompt was chosen for before this one
 
     def hand_out(self, batch_id: int | None) -> None:
         """Handed to the asynchronous worker under `batch_id`, no group scored yet; `None` takes it back (a new worker
@@ -207,6 +208,7 @@ class BatchLedger:
             select_seconds = time.perf_counter() - start
         batch = np.asarray(batch, dtype=np.int64)
         chosen = ChosenBatch(batch, self.selector.predicted_success(batch), len(self.pending), select_seconds)
+        chosen.turns = self.times_selected[batch].astype(np.int64)
         self.pending.append(chosen)
         if self.epoch is not None:
             self.epoch.append(chosen)
@@ -404,10 +406,25 @@ class BatchLedger:
                     break
                 self.epoch[position] = chosen
                 position -= 1
+            _count_turns(self.epoch, self.times_selected)
+        _count_turns(self.pending, self.times_selected)
         self.last_scored = last_scored.astype(np.int64) if last_scored.size else None
         self.recent = RecentBatches(N, self.batches_per_epoch)
         for batch in recent.astype(np.int64):
             self.recent.add(batch)
+
+
+def _count_turns(batches: "list[ChosenBatch] | deque[ChosenBatch]", times_selected: np.ndarray) -> None:
+    """
+    Sets the `turns` of restored `batches`, the last chosen in order, that have none: a prompt's turn in a batch is
+    the times it was chosen (`times_selected`) less its choices from that batch on. (A pending batch of the
+    asynchronous trainer, chosen before batches already scored, gets a later turn: another of its prompt's rows.)
+    """
+    later = np.zeros_like(times_selected, dtype=np.int64)
+    for chosen in reversed(batches):
+        later[chosen.indices] += 1
+        if chosen.turns is None:
+            chosen.turns = times_selected[chosen.indices] - later[chosen.indices]
 
 
 def check_batch_size(batch_size: int, num_prompts: int, formula: str = "") -> None:
