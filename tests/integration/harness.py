@@ -162,6 +162,18 @@ class StepReward:
         ]
 
 
+class PromptStepReward:
+    """`StepReward` by the prompt's text (`"p<i> a b"`) rather than its row: copies of a prompt earn alike, and KGPS,
+    which sees no column read, keeps one belief per prompt."""
+
+    __name__ = "prompt_step_reward"
+
+    def __call__(self, prompts, completions, trainer_state, **kwargs):
+        step = trainer_state.global_step
+        numbers = [int(prompt.split()[0][1:]) for prompt in prompts]
+        return [float(np.random.default_rng([step, i, k]).uniform() < 0.2 + 0.06 * i) for k, i in enumerate(numbers)]
+
+
 class StopAt(TrainerCallback):
     """Stops training after optimizer step `step` (the checkpoint of that step is still written)."""
 

@@ -242,11 +242,38 @@ def test_rewards_are_attributed_by_dataset_index_with_duplicate_prompt_texts(tmp
     assert trainer.train_dataset is rows, "the user's dataset is left as it was"
 
 
+class ProblemReward:
+    """A deterministic-per-seed 0/1 reward that reads each row's `problem` alone: copies of a problem earn alike."""
+
+    __name__ = "problem_reward"
+
+    def __init__(self, events, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.events = events
+        self.base = self.rng.uniform(0.1, 0.9, 6)
+
+    def __call__(self, prompts, completions, problem, **kwargs):
+        rewards = [float(self.rng.uniform() < self.base[int(p[3:])]) for p in problem]
+        self.events.append(("scored", None, rewards))
+        return rewards
+
+
+class RowProbe(trl.GRPOTrainer):
+    """The real `GRPOTrainer`, recording the `idx` of every row it generates for."""
+
+    rows_seen: list
+
+    def _generate_and_score_completions(self, inputs):
+        self.rows_seen.append([int(x["idx"]) for x in inputs])
+        return super()._generate_and_score_completions(inputs)
+
+
 @pytest.mark.parametrize("key", ["prompt", "problem"])
-def test_copies_of_a_prompt_share_one_belief_and_never_one_batch(tmp_path, model, tokenizer, key, caplog):
-    """Six prompts, each on 3 or 4 shuffled rows, by their text or by an id column: the selector tracks the six; a batch
-    holds six distinct prompts (B = 6), each as its first row; every copy's rewards reach its prompt's one belief,
-    which equals the reference fed the rewards by prompt; the table and the log count the copies."""
+def test_copies_of_a_prompt_share_one_belief_never_one_batch_and_train_every_row(tmp_path, model, tokenizer, key, caplog):
+    """Six prompts, each on 3 or 4 shuffled rows, by their text or by an id column, with a reward that reads the id:
+    the selector tracks the six; a batch holds six distinct prompts (B = 6), each prompt's rows in turn, so that every
+    row trains; every copy's rewards reach its prompt's one belief, which equals the reference fed the rewards by
+    prompt; the table and the log count the copies."""
     events = []
     rows = prompt_dataset(22)
     problem = [i % 6 for i in range(22)]
@@ -260,29 +287,34 @@ def test_copies_of_a_prompt_share_one_belief_and_never_one_batch(tmp_path, model
     prompt = np.array([prompt_of_row[value] for value in rows[key]])
     position = {int(idx): i for i, idx in enumerate(rows["idx"])}
     kgps = KGPSCallback(dataclasses.replace(DEFAULT, prompt_key=key))
-    trainer = trl.GRPOTrainer(
+    trainer = RowProbe(
         model=model,
-        reward_funcs=RewardLog(events=events),
+        reward_funcs=ProblemReward(events),
         args=trainer_args(tmp_path, max_steps=8, per_device_train_batch_size=24, num_generations=4),
         train_dataset=rows,
         processing_class=tokenizer,
         callbacks=[NormLog(events), kgps],
     )
+    trainer.rows_seen = []
     with caplog.at_level(logging.WARNING, logger="trl_kgps"):
         trainer.train()
     assert kgps.selector.num_prompts == 6 and kgps.ledger.batches_scored == 8
-    first_row = [int(np.flatnonzero(prompt == p)[0]) for p in range(6)]
-    scored = [[position[i] for i in e[1]] for e in events if e[0] == "scored"]
-    for batch in scored:  # each batch: the six prompts, G rows each, every one a prompt's first row
-        assert sorted(set(batch)) == sorted(first_row)
-    logged = [(e[0], [int(prompt[position[i]]) for i in e[1]], e[2]) if e[0] == "scored" else e for e in events]
+    rows_of = [np.flatnonzero(prompt == p) for p in range(6)]
+    seen = [[position[i] for i in batch] for batch in trainer.rows_seen]
+    for turn, batch in enumerate(seen):  # batch t: the six prompts, G rows each, each prompt's row t (mod its rows)
+        assert sorted(set(batch)) == sorted(int(r[turn % r.size]) for r in rows_of)
+    assert set(np.concatenate(seen).tolist()) == set(range(22)), "every row trained"
+    scored = iter(seen)
+    logged = [("scored", prompt[next(scored)].tolist(), e[2]) if e[0] == "scored" else e for e in events]
     reference = replay(logged, 6, kgps.ledger.warmup_batches, DEFAULT)
     np.testing.assert_allclose(kgps.selector.mean, reference.mean, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(kgps.selector.variance, reference.variance, rtol=1e-5, atol=1e-6)
     table = kgps.difficulty_table()
-    assert table["index"] == first_row and table["rows"] == [int((prompt == p).sum()) for p in range(6)]
+    first_row = [int(r[0]) for r in rows_of]
+    assert table["index"] == first_row and table["rows"] == [int(r.size) for r in rows_of]
     assert table["prompt"] == [rows["prompt"][r] for r in first_row]
-    assert f"22 rows hold 6 distinct prompts (by {key!r}; 16 rows repeat" in caplog.text
+    identity = "'prompt' and 'problem'" if key == "prompt" else "'problem'"
+    assert f"22 rows hold 6 distinct prompts (rows with equal {identity}; 16 rows repeat" in caplog.text
 
 
 def test_a_trl_whose_hook_signature_changed_is_refused_naming_the_version_before_anything_changes(

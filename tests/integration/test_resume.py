@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
+from harness import PromptStepReward, SpyKGPS, StepReward, StopAt, build_model, prompt_dataset, trainer_args
 
 from trl_kgps import KGPSCallback, KGPSConfig
 from trl_kgps.demo.variants import VARIANTS
@@ -25,12 +25,23 @@ CONFIGS = {
 }
 
 
-def run(tmp_path, tokenizer, num_prompts, args, stop_at=None, resume=None, selector=None, config=None, dataset=None):
+def run(
+    tmp_path,
+    tokenizer,
+    num_prompts,
+    args,
+    stop_at=None,
+    resume=None,
+    selector=None,
+    config=None,
+    dataset=None,
+    reward=None,
+):
     kgps = SpyKGPS(config or KGPSConfig(), selector=selector)
     callbacks = [kgps] + ([StopAt(stop_at)] if stop_at else [])
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
-        reward_funcs=StepReward(),
+        reward_funcs=reward or StepReward(),
         args=trainer_args(tmp_path, max_steps=8, **{"save_strategy": "steps", "save_steps": 4, **args}),
         train_dataset=prompt_dataset(num_prompts) if dataset is None else dataset,
         processing_class=tokenizer,
@@ -262,7 +273,9 @@ def test_resume_inside_a_batch_does_not_count_its_regenerated_rewards(tmp_path, 
     assert resumed.ledger.batches_scored == straight.ledger.batches_scored == 4
 
 
-def refused_before_anything_changed(tmp_path, tokenizer, checkpoint, args, match, dataset=None, config=None):
+def refused_before_anything_changed(
+    tmp_path, tokenizer, checkpoint, args, match, dataset=None, config=None, reward=None
+):
     """Resuming from `checkpoint` with `args` raises a ValueError matching `match`; no batch was scored, no belief
     moved, and the checkpoint's state is as it was. Returns the message."""
     state = checkpoint / "kgps_state.npz"
@@ -270,7 +283,7 @@ def refused_before_anything_changed(tmp_path, tokenizer, checkpoint, args, match
     kgps = SpyKGPS(config or KGPSConfig())
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
-        reward_funcs=StepReward(),
+        reward_funcs=reward or StepReward(),
         args=trainer_args(tmp_path, max_steps=8, **args),
         train_dataset=prompt_dataset(6) if dataset is None else dataset,
         processing_class=tokenizer,
@@ -385,7 +398,8 @@ def test_a_state_that_is_a_directory_is_refused_without_asking_for_the_flag_alre
 
 
 def copies(num_rows=12, num_prompts=5):
-    """`num_rows` shuffled rows over `num_prompts` prompt texts, each row with its own `idx`."""
+    """`num_rows` shuffled rows over `num_prompts` prompt texts, each row with its own `idx`, which the reward of these
+    runs, `PromptStepReward`, does not read."""
     rows = prompt_dataset(num_rows).map(lambda row: {"prompt": f"p{row['idx'] % num_prompts} a b"})
     return rows.shuffle(seed=3)
 
@@ -393,10 +407,10 @@ def copies(num_rows=12, num_prompts=5):
 @pytest.mark.parametrize("at", [3, 4])
 def test_a_run_over_copies_resumes_exactly(tmp_path, tokenizer, at):
     args = {**CONFIGS["lag1"][1], "save_steps": at}
-    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies())
-    first = run(tmp_path / "split", tokenizer, 12, args, stop_at=at, dataset=copies())
+    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies(), reward=PromptStepReward())
+    first = run(tmp_path / "split", tokenizer, 12, args, stop_at=at, dataset=copies(), reward=PromptStepReward())
     second = run(
-        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / f"checkpoint-{at}"), dataset=copies()
+        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / f"checkpoint-{at}"), dataset=copies(), reward=PromptStepReward()
     )
     assert straight.selector.num_prompts == 5
     assert (first.batches + second.batches)[: len(straight.batches)] == straight.batches
@@ -408,10 +422,10 @@ def test_a_run_over_copies_resumes_exactly(tmp_path, tokenizer, at):
 def test_a_state_kept_by_row_resumes_by_row_on_a_dataset_with_copies(tmp_path, tokenizer, caplog):
     by_row = KGPSConfig(prompt_key=None)
     args = CONFIGS["lag1"][1]
-    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies(), config=by_row)
-    run(tmp_path / "split", tokenizer, 12, args, stop_at=4, dataset=copies(), config=by_row)
+    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies(), reward=PromptStepReward(), config=by_row)
+    run(tmp_path / "split", tokenizer, 12, args, stop_at=4, dataset=copies(), reward=PromptStepReward(), config=by_row)
     resumed = run(
-        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / "checkpoint-4"), dataset=copies()
+        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / "checkpoint-4"), dataset=copies(), reward=PromptStepReward()
     )
     assert resumed.selector.num_prompts == straight.selector.num_prompts == 12
     assert resumed.batches == straight.batches[-len(resumed.batches) :]
@@ -420,14 +434,43 @@ def test_a_state_kept_by_row_resumes_by_row_on_a_dataset_with_copies(tmp_path, t
 
 
 def test_a_state_kept_by_prompt_is_refused_by_row_naming_prompt_key(tmp_path, tokenizer):
-    run(tmp_path, tokenizer, 12, CONFIGS["lag1"][1], stop_at=4, dataset=copies())
+    run(tmp_path, tokenizer, 12, CONFIGS["lag1"][1], stop_at=4, dataset=copies(), reward=PromptStepReward())
     refused_before_anything_changed(
         tmp_path,
         tokenizer,
         tmp_path / "checkpoint-4",
         CONFIGS["lag1"][1],
-        r"keeps one belief per distinct 'prompt' \(5 prompts\) and this run one per row: resume with "
+        r"keeps one belief per distinct 'prompt' and this run one per row over the same 12 rows: resume with "
         r"KGPSConfig\(prompt_key='prompt'\)",
-        dataset=copies(),
+        dataset=copies(), reward=PromptStepReward(),
         config=KGPSConfig(prompt_key=None),
     )
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda rows: rows.add_item(rows[0]), r"saved over 12 rows and this run's dataset has 13 \(1 rows added\)"),
+        (lambda rows: rows.select(range(11)), r"saved over 12 rows and this run's dataset has 11 \(1 rows removed\)"),
+        (
+            lambda rows: rows.select([rows["prompt"].index(p) for p in dict.fromkeys(rows["prompt"])]),
+            r"has 5 \(7 rows removed, as when copies are de-duplicated away\)",
+        ),
+    ],
+    ids=["appended", "removed", "deduplicated"],
+)
+def test_a_state_over_copies_refuses_other_rows_naming_the_change_and_a_fix_that_works(
+    tmp_path, tokenizer, change, match
+):
+    run(tmp_path, tokenizer, 12, CONFIGS["lag1"][1], stop_at=4, dataset=copies(), reward=PromptStepReward())
+    message = refused_before_anything_changed(
+        tmp_path,
+        tokenizer,
+        tmp_path / "checkpoint-4",
+        CONFIGS["lag1"][1],
+        match,
+        dataset=change(copies()),
+        reward=PromptStepReward(),
+    )
+    assert "Resume with that dataset; to train on these rows, start a new run from the checkpoint's weights" in message
+    assert "prompt_key" not in message, "no config field can make other rows fit"

@@ -79,21 +79,40 @@ def saved_by_row(directory: str, copies: PromptCopies) -> bool:
 
 
 def _check_same_copies(arrays: dict[str, Any], meta: dict[str, Any], copies: PromptCopies | None) -> None:
-    """Raises unless the state's prompts are this run's: the same rows are copies of one prompt."""
+    """Raises unless the state's prompts are this run's: the same rows, the same of them copies of one prompt, naming
+    what changed and how to resume."""
     saved = state_file.saved_copies(arrays, meta)
     current = None if copies is None or not copies.copies else copies
     if saved is None and current is None:
         return
     if saved is not None and current is not None and np.array_equal(saved.prompt_of_row, current.prompt_of_row):
         return
-    said = (
-        "one belief per row"
-        if saved is None
-        else f"one belief per distinct {saved.key!r} ({saved.num_prompts} prompts)"
+    saved_rows = saved.num_rows if saved is not None else int(meta.get("num_prompts", -1))
+    rows = copies.num_rows if copies is not None else saved_rows
+    said = "one belief per row" if saved is None else f"one belief per distinct {saved.identity}"
+    run = "one per row" if current is None else f"one per distinct {current.identity}"
+    if saved_rows != rows:
+        change = f"{abs(rows - saved_rows):,} rows {'added' if rows > saved_rows else 'removed'}"
+        if saved is not None and current is None and rows == saved.num_prompts:
+            change += ", as when copies are de-duplicated away"
+        raise ValueError(
+            f"it was saved over {saved_rows:,} rows and this run's dataset has {rows:,} ({change}): its beliefs are "
+            "about the rows it was saved with. Resume with that dataset; to train on these rows, start a new run "
+            "from the checkpoint's weights (without resume_from_checkpoint)"
+        )
+    if saved is None or current is None or saved.key != current.key:
+        fix = f"KGPSConfig(prompt_key={None if saved is None else saved.key!r})"
+    elif saved.columns != current.columns:
+        read = ", ".join(map(repr, saved.columns)) or "no column"
+        fix = f"the reward functions and environments it was saved with (they read {read})"
+    else:
+        fix = None
+    if fix is not None:
+        raise ValueError(f"it keeps {said} and this run {run} over the same {rows:,} rows: resume with {fix}")
+    raise ValueError(
+        f"it keeps {said} and this run {run} over the same {rows:,} rows, grouped differently: the rows' values "
+        "changed since it was saved. Resume with the dataset it was saved with"
     )
-    run = "one per row" if current is None else f"one per distinct {current.key!r} ({current.num_prompts} prompts)"
-    fix = "prompt_key=None" if saved is None else f"prompt_key={saved.key!r}"
-    raise ValueError(f"it keeps {said} and this run {run}: resume with KGPSConfig({fix})")
 
 
 def _resumed_step(directory: str, step: int) -> int:
