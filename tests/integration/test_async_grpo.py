@@ -634,3 +634,21 @@ def test_a_checkpoint_of_one_trainer_resumed_by_the_other_is_refused_naming_the_
 def test_a_batch_larger_than_the_dataset_is_refused_with_the_async_trainers_formula(tmp_path):
     with pytest.raises(ValueError, match=r"needs 26 distinct prompts \(per_device_train_batch_size x gradient_accum"):
         train(tmp_path, max_steps=1, gradient_accumulation_steps=13)
+
+
+@supported
+def test_rows_with_one_prompt_that_differ_in_a_column_the_reward_reads_are_all_handed_out(tmp_path, monkeypatch):
+    # 24 rows over 12 prompt texts; the reward reads `idx`, so each row is its own prompt (its rewards are its own)
+    setup = standins.setup
+
+    def repeated(directory, num_prompts=24):
+        path, tokenizer, dataset = setup(directory, num_prompts)
+        text = [[{"role": "user", "content": f"p{i % 12} a b"}] for i in range(num_prompts)]
+        return path, tokenizer, dataset.remove_columns("prompt").add_column("prompt", text)
+
+    monkeypatch.setattr(standins, "setup", repeated)
+    _, kgps, log, _, rewards = train(tmp_path, selector="uniform", max_steps=12)
+    assert kgps.engine.selector.num_prompts == 24
+    assert {i for batch in log.handed for i in batch} == set(range(24)), "TRL's order: every row within an epoch"
+    _, kgps, log, _, _ = train(tmp_path, max_steps=6, name="kgps")
+    assert kgps.engine.selector.num_prompts == 24
