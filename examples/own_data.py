@@ -52,5 +52,6 @@ trainer = GRPOTrainer(
 )
 trainer.train()
 
-table = kgps.difficulty_table().to_pandas()  # one row per prompt; `group` is its `digits` label
-print(table.groupby("group")[["predicted_success", "times_selected"]].mean().round(2))
+table = kgps.difficulty_table().to_pandas()  # one row per prompt; `index` is its row in `dataset`
+table["digits"] = dataset.select(table["index"])["digits"]  # with any selector, not only KGPS's `group` column
+print(table.groupby("digits")[["predicted_success", "times_selected"]].mean().round(2))

@@ -73,8 +73,9 @@ def difficulty_table(
 
     Args:
         path_or_repo_id (`str` or `os.PathLike`): as for `load_selector`.
-        prompts (`Sequence`, *optional*): the train dataset's prompts in its order, e.g. `train_dataset["prompt"]`;
-            conversational prompts become the text of their last user message.
+        prompts (`Sequence`, *optional*): the train dataset's prompts in its order, e.g. `train_dataset["prompt"]`,
+            or, where rows repeat prompts, its distinct prompts in order of first appearance; conversational prompts
+            become the text of their last user message.
         revision (`str`, *optional*): as for `load_selector`.
         cache_dir (`str` or `os.PathLike`, *optional*): as for `load_selector`.
         token (`str` or `bool`, *optional*): as for `load_selector`.

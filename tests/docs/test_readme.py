@@ -69,6 +69,25 @@ def test_the_readme_states_the_spread_the_test_allows():
     ) in " ".join(README.split())
 
 
+def test_the_readme_says_the_drift_rate_is_learnt_only_where_the_one_line_shares_by_a_column():
+    """Before, it said the rate was always learnt; without a column the one line's per-prompt filter keeps it fixed."""
+    from datasets import Dataset
+
+    from trl_kgps import KGPSConfig
+    from trl_kgps.adapters.dataset_columns import with_metadata
+
+    rows = {"prompt": [f"{a}+{a}=" for a in range(40)], "level": [f"level {a % 4}" for a in range(40)]}
+    with_column, _ = with_metadata(Dataset.from_dict(rows), KGPSConfig())
+    without, _ = with_metadata(Dataset.from_dict({"prompt": rows["prompt"]}), KGPSConfig())
+    assert with_column.feature_columns == ["level"] and with_column.process_noise_adaptation > 0
+    assert without.shared_variance == 0 and without.process_noise_adaptation == 0  # the per-prompt filter, gamma fixed
+    text = " ".join(README.split())
+    assert (
+        "at a rate learnt from how surprising the rollouts were (a fixed rate where `KGPSCallback()` finds no column "
+        "to share by)"
+    ) in text
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "selector, block", [("kgps", "`trl-kgps-demo`, and prints:"), ("uniform", "runs the same with TRL's order:")]

@@ -180,7 +180,10 @@ def run_example(tmp_path):
 
 @pytest.fixture
 def run_example_as_is(tmp_path):
-    """Runs `examples/<script>` in a subprocess with no arguments, offline, in `tmp_path`; returns the finished run."""
+    """
+    Runs `examples/<script>` (or `script`, an absolute path: an example edited by a test) in a subprocess with no
+    arguments, offline, in `tmp_path`; returns the finished run.
+    """
 
     def run(script):
         result = subprocess.run(

@@ -6,6 +6,7 @@ vLLM, real weights) is listed in examples/README.md.
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from trl.import_utils import is_vllm_available
 
 from trl_kgps.engine import state_file as state_file
 from trl_kgps.script_args import KGPSScriptArguments
+from trl_kgps.selectors import SELECTORS
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+EXAMPLES = DOCS.parent / "examples"
 
 
 KGPS_METRICS = {"kgps/coverage", "kgps/predicted_success", "kgps/informative", "kgps/lag", "kgps/delta_norm"}
@@ -157,9 +160,9 @@ def page_block(page, after, language="text"):
 
 
 def group_table(lines):
-    """{group: (predicted_success, times_selected)} from the table `examples/own_data.py` prints."""
-    rows = [line.split() for line in lines if line.startswith("digits=")]
-    return {group: (float(success), float(times)) for group, success, times in rows}
+    """{digits: (predicted_success, times_selected)} from the table `examples/own_data.py` prints."""
+    rows = [line.split() for line in lines if re.match(r"\d\+\d ", line)]
+    return {digits: (float(success), float(times)) for digits, success, times in rows}
 
 
 @pytest.mark.slow
@@ -167,7 +170,7 @@ def test_own_data(run_example_as_is, tmp_path):
     """
     examples/own_data.py as docs/own_data.md tells users to run it: it trains 40 steps, logs the line the page quotes,
     checkpoints KGPS's state and prints the page's table, to what other kernels and thread counts change in 40 sampled
-    steps (the warm start is the same bytes everywhere; torch 2.11 with two threads moved `digits=2+2` from 0.05 to
+    steps (the warm start is the same bytes everywhere; torch 2.11 with two threads moved `2+2` from 0.05 to
     0.10), and what the page reads from it exactly.
     """
     result = run_example_as_is("own_data.py")
@@ -178,10 +181,46 @@ def test_own_data(run_example_as_is, tmp_path):
 
     printed = group_table(result.stdout.splitlines())
     shown = group_table(page_block("own_data.md", "prints the table"))
-    assert printed.keys() == shown.keys() == {"digits=1+1", "digits=1+2", "digits=2+1", "digits=2+2"}
+    assert printed.keys() == shown.keys() == {"1+1", "1+2", "2+1", "2+2"}
     for group, (success, times) in printed.items():
         assert abs(success - shown[group][0]) <= 0.08 and abs(times - shown[group][1]) <= 0.4, group
     # What the page reads from it: the one-digit sums, right about half the time, drew the most rollouts; the sums
     # the model never gets right drew fewer than an even spread's 0.82 (41 batches of 8 over 400 prompts).
-    assert max(printed, key=lambda group: printed[group][1]) == "digits=1+1" and 0.4 < printed["digits=1+1"][0] < 0.6
-    assert all(printed[group][0] < 0.05 and printed[group][1] < 0.82 for group in ("digits=1+2", "digits=2+1"))
+    assert max(printed, key=lambda group: printed[group][1]) == "1+1" and 0.4 < printed["1+1"][0] < 0.6
+    assert all(printed[group][0] < 0.05 and printed[group][1] < 0.82 for group in ("1+2", "2+1"))
+
+
+def baseline_lines():
+    """The `KGPSCallback(selector=...)` lines docs/quickstart.md gives to compare with a baseline, less comments."""
+    lines = page_block("quickstart.md", "## Compare with a baseline", language="python")
+    return [line.split("  #")[0] for line in lines if line.startswith("KGPSCallback(selector=")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("callback", baseline_lines())
+def test_own_data_runs_with_every_baseline_the_docs_suggest(run_example_as_is, tmp_path, callback):
+    """
+    examples/own_data.py with its `KGPSCallback()` replaced by one of the quickstart's baseline lines (as the page's
+    "to compare" says), for two steps: it prints its table by `digits` as KGPS's run does. Before, the script read KGPS's
+    own `group` column, and every baseline's run ended in `KeyError: 'group'`.
+    """
+    source = (EXAMPLES / "own_data.py").read_text()
+    assert source.count("kgps = KGPSCallback()\n") == source.count("max_steps=40,") == 1
+    script = tmp_path / "own_data_baseline.py"
+    script.write_text(
+        source.replace("kgps = KGPSCallback()\n", f"kgps = {callback}\n").replace("max_steps=40,", "max_steps=2,")
+    )
+    result = run_example_as_is(script)
+    assert group_table(result.stdout.splitlines()).keys() == {"1+1", "1+2", "2+1", "2+2"}, result.stdout
+    _, meta = state_file.load(str(tmp_path / "own-data-kgps" / "checkpoint-2" / state_file.STATE_FILE))
+    (selector,) = re.findall(r'selector="(\w+)"', callback)
+    assert meta["selector_class"] == SELECTORS[selector].__name__
+
+
+def test_the_docs_suggest_the_same_baselines_everywhere():
+    """The quickstart's lines, which the test above runs, name the baselines the README and own_data.md name."""
+    names = [re.search(r'"(\w+)"', line).group(1) for line in baseline_lines()]
+    assert names == ["uniform", "mopps", "greso", "dps"]
+    listed = '`KGPSCallback(selector="uniform")` (TRL\'s order), `"mopps"`, `"greso"` or `"dps"`'
+    assert listed in (DOCS.parent / "README.md").read_text()
+    assert listed.replace("`KGPSCallback(", '`kgps = KGPSCallback(') in (DOCS / "own_data.md").read_text()

@@ -510,7 +510,7 @@ def test_rewards_that_are_all_none_give_one_warning_from_kgps(tmp_path, model, t
         warnings.simplefilter("always")
         trainer.train()
     ours = [w for w in caught if "KGPS observed no reward" in str(w.message)]
-    assert len(ours) == 1 and "returned None for every completion" in str(ours[0].message)
+    assert len(ours) == 1 and "returned None or NaN for every completion" in str(ours[0].message)
     assert not kgps.ledger.observed.any()
 
 

@@ -147,8 +147,8 @@ def test_rewards_off_the_threshold_once_are_never_warned_about_as_on_it(caplog):
 @pytest.mark.parametrize(
     "success_reward, named, not_named",
     [
-        ("accuracy", "the reward function 'accuracy' (success_reward) returned None", "'format'"),
-        (None, "the reward functions 'accuracy', 'format' returned None", "(success_reward)"),
+        ("accuracy", "the reward function 'accuracy' (success_reward) returned None or NaN", "'format'"),
+        (None, "the reward functions 'accuracy', 'format' returned None or NaN", "(success_reward)"),
     ],
 )
 def test_a_batch_without_rewards_warns_naming_the_functions_that_returned_none(success_reward, named, not_named):
@@ -165,3 +165,27 @@ def test_a_batch_without_rewards_warns_naming_the_functions_that_returned_none(s
         engine.observe(batch, *engine.outcomes(rewards, 4))
     message = str(caught[0].message)
     assert named in message and not_named not in message
+
+
+@pytest.mark.parametrize("returned", [None, float("nan")], ids=["None", "NaN"])
+def test_a_batch_of_none_or_nan_rewards_is_reported_as_none_or_nan(returned):
+    """
+    The trainer stores a reward function's `None` as NaN (TRL's `_calculate_rewards`), so the rewards KGPS reads are
+    NaN for both: the warning names both. Before, a function that returned NaN was said to have returned None.
+    """
+    import torch
+
+    from trl_kgps import KGPSConfig, KGPSSelector
+    from trl_kgps.engine.engine import SelectionEngine
+
+    engine = SelectionEngine(KGPSSelector(8, KGPSConfig(), seed=0), batch_size=2)
+    engine.rule = SuccessRule(["accuracy"], [1.0], None, 0.5)
+    batch = engine.ledger.choose()
+    returned_by_function = [returned] * 8  # 2 prompts x 4 completions
+    # As TRL converts them: `[reward if reward is not None else torch.nan for reward in output_reward_func]`
+    stored = torch.tensor([r if r is not None else torch.nan for r in returned_by_function], dtype=torch.float32)
+    with pytest.warns(UserWarning) as caught:
+        engine.observe(batch, *engine.outcomes(stored.numpy()[:, None].astype(np.float64), 4))
+    message = str(caught[0].message)
+    assert "the reward function 'accuracy' returned None or NaN for every completion" in message, message
+    assert "cannot tell which" in message, message

@@ -91,3 +91,71 @@ def test_foreign_format_is_refused(tmp_path):
         archive.writestr("notes.txt", "not a state")
     with pytest.raises(ValueError, match="not a readable KGPS state"):
         state_file.load(path)
+
+
+def written_state(directory):
+    """`directory/kgps_state.npz` as a run writes it, for a KGPS selector over 4 prompts in batches of 2."""
+    from trl_kgps import KGPSConfig, KGPSSelector
+    from trl_kgps.engine.ledger import BatchLedger
+
+    selector = KGPSSelector(4, KGPSConfig(), seed=0)
+    return state_file.write(directory, selector, BatchLedger(selector, 2).state_dict()), selector
+
+
+def edit_meta(path, **entries):
+    """Rewrites the state file at `path` with `entries` replacing its meta's, as a hand edit would."""
+    arrays, meta = state_file.load(path)
+    meta.update(entries)
+    del meta["format"]  # `save` writes it
+    state_file.save(path, arrays, meta)
+
+
+@pytest.mark.parametrize(
+    "entries, said",
+    [
+        ({"selector": "KGPSSelector"}, "its meta['selector'] is \"KGPSSelector\" (a JSON string), where trl-kgps "
+         "writes an object (the selector's state)"),
+        ({"selector": [1, 2]}, "its meta['selector'] is [1, 2] (a JSON array), where trl-kgps writes an object"),
+        ({"selector_class": None}, "its meta['selector_class'] is null (a JSON null), where trl-kgps writes a string"),
+        ({"num_prompts": "4"}, "its meta['num_prompts'] is \"4\" (a JSON string), where trl-kgps writes an integer"),
+        ({"batch_size": True}, "its meta['batch_size'] is true (a JSON boolean), where trl-kgps writes an integer"),
+    ],
+)
+def test_a_meta_entry_of_another_type_is_refused_naming_the_file_and_the_entry(tmp_path, entries, said):
+    from trl_kgps import difficulty_table, load_selector
+    from trl_kgps.adapters import checkpoint
+    from trl_kgps.engine.ledger import BatchLedger
+
+    path, selector = written_state(tmp_path)
+    edit_meta(path, **entries)
+    before = selector.state_dict()
+    ledger = BatchLedger(selector, 2)
+    # Before, `meta["selector"] = "KGPSSelector"` raised `AttributeError: 'str' object has no attribute 'get'` on
+    # resume and on loading alike.
+    for read in (
+        lambda: state_file.load(path),
+        lambda: load_selector(tmp_path),
+        lambda: difficulty_table(path),
+        lambda: checkpoint.resume(str(tmp_path), selector.config, selector, ledger, prompts=lambda: None),
+    ):
+        with pytest.raises(state_file.UnreadableState) as error:
+            read()
+        message = str(error.value)
+        assert message.startswith(f"{path} is not a readable KGPS state: ") and said in message, message
+        assert "resume from an earlier checkpoint" in message, message
+    assert selector.state_dict().keys() == before.keys() and ledger.batches_chosen == 0
+
+
+@pytest.mark.parametrize("content", [b"num_prompts: 4\nselector: kgps\n", b""], ids=["text", "empty"])
+def test_a_file_that_is_no_npz_is_refused_as_such_without_numpys_pickle_hint(tmp_path, content):
+    from trl_kgps import load_selector
+
+    path = tmp_path / state_file.STATE_FILE
+    path.write_bytes(content)
+    for read in (lambda: state_file.load(str(path)), lambda: load_selector(tmp_path)):
+        with pytest.raises(state_file.UnreadableState) as error:
+            read()
+        message = str(error.value)
+        assert message.startswith(f"{path} is not a KGPS state: it ") and "pickle" not in message, message
+        assert "b'PK\\x03\\x04' that begins every .npz archive" in message, message
+        assert ("begins b'num_prompts: 4\\ns'," if content else "it is empty") in message, message

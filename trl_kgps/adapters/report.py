@@ -47,26 +47,36 @@ def difficulty_dataset(
     Args:
         selector (`PromptSelector`): the selector, over `N` prompts.
         times_selected (`np.ndarray` of shape `(N,)`): the sampler's count.
-        prompts (`Sequence`, *optional*): the prompts in dataset order, one per row; strings, or conversations
-            (lists of `{"role", "content"}` messages), which become the text of their last user message.
+        prompts (`Sequence`, *optional*): the prompts in dataset order, one per row, or one per distinct prompt in
+            order of first appearance (the table's); strings, or conversations (lists of `{"role", "content"}`
+            messages), which become the text of their last user message.
         copies (`PromptCopies`, *optional*): which rows hold one prompt; unset, prompt `i` is row `i`.
     """
     from datasets import Dataset
 
     n = selector.num_prompts
     copies = PromptCopies.by_row(n) if copies is None else copies
-    if copies.num_prompts != n or (prompts is not None and len(prompts) != copies.num_rows):
+    if copies.num_prompts != n:
         raise ValueError(
-            f"prompts has {'no' if prompts is None else len(prompts)} entries, but the state is for {n} prompts "
-            f"over {copies.num_rows} rows: pass the train dataset's prompts, in its order (e.g. "
-            "`train_dataset['prompt']`), or prompts=None for a table without them."
+            f"The selector holds {n} prompts, but copies maps {copies.num_rows} rows to {copies.num_prompts}: pass "
+            "the copies of the run the selector is from (a saved state's are in its kgps_state.npz, read whole)."
+        )
+    if prompts is not None and len(prompts) not in (copies.num_rows, n):
+        over = f"over {copies.num_rows} rows" if copies.copies else "one per row"
+        raise ValueError(
+            f"prompts has {len(prompts)} entries, but the state is for {n} prompts {over}: pass the train dataset's "
+            "prompts, one per row in its order (e.g. `train_dataset['prompt']`)"
+            + (f", or its {n} distinct prompts in order of first appearance" if copies.copies else "")
+            + ", or prompts=None for a table without them."
         )
     variance = selector.variance if isinstance(selector, KGPSSelector) else np.full(n, np.nan, dtype=np.float32)
     columns: dict[str, Any] = {"index": copies.first_row}
     if copies.copies:
         columns["rows"] = copies.rows_per_prompt
     if prompts is not None:
-        columns["prompt"] = [prompt_text(prompts[row]) for row in copies.first_row.tolist()]
+        # One per row: each prompt's first row; one per distinct prompt: as they are (the same when no row repeats).
+        rows = copies.first_row.tolist() if len(prompts) == copies.num_rows else range(n)
+        columns["prompt"] = [prompt_text(prompts[row]) for row in rows]
     columns.update(
         predicted_success=selector.predicted_success(),
         variance=variance,

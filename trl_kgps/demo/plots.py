@@ -66,8 +66,9 @@ def plot_rollouts(
         table: a difficulty table, `KGPSCallback.difficulty_table()` or `trl_kgps.difficulty_table(...)` (a
             `datasets.Dataset`, a pandas `DataFrame` or a dict), with columns `times_selected` and
             `predicted_success` (the prediction at the end of the run), one row per prompt.
-        groups (`Sequence`, *optional*): one label per prompt, in the table's order (e.g. `dataset["level"]`): adds
-            a panel by group, in sorted order of the labels.
+        groups (`Sequence`, *optional*): one label per row of the train dataset (e.g. `dataset["level"]`; where rows
+            repeat prompts, each prompt's first row's, through the table's `index` column), or one per prompt in the
+            table's order: adds a panel by group, in sorted order of the labels.
         group_name (`str`, *optional*, defaults to `"group"`): what the groups are, for the axis label.
         bins (`int`, *optional*, defaults to `5`): equal-width bins of predicted success in `[0, 1]`.
         title (`str`, *optional*): the figure's title.
@@ -88,16 +89,13 @@ def plot_rollouts(
         raise ValueError(
             f"bins={bins!r} must be a positive integer, the number of bins of predicted success (e.g. 5)."
         )
+    times = np.asarray(table["times_selected"], dtype=np.float64)  # (P,)
+    success = np.asarray(table["predicted_success"], dtype=np.float64)  # (P,), probabilities
+    if groups is not None:
+        groups = _group_per_prompt(table, groups)
     plt = pyplot(headless=False)
     if plt is None:
         return None
-    times = np.asarray(table["times_selected"], dtype=np.float64)  # (N,)
-    success = np.asarray(table["predicted_success"], dtype=np.float64)  # (N,), probabilities
-    if groups is not None and len(groups) != times.size:
-        raise ValueError(
-            f"groups has {len(groups)} labels for a table of {times.size} prompts: pass one label per prompt, in the "
-            "table's order (e.g. train_dataset['level'])."
-        )
     uniform = times.mean()  # every prompt's count under uniform sampling, the same total spread evenly
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.clip(np.searchsorted(edges, success, side="right") - 1, 0, bins - 1)  # 5 bins: 0.25 -> 1, 1.0 -> 4
@@ -130,6 +128,36 @@ def plot_rollouts(
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 1, 0.87))
     return fig
+
+
+def _group_per_prompt(table: Any, groups: Sequence) -> list:
+    """
+    `groups` as one label per row of `table` (`P` prompts): as they are when they are `P`, else, one per row of the
+    train dataset (`N >= P` where rows repeat prompts), each prompt's first row's through the table's `index` column:
+    `index` `[0, 1, 3]` and `groups` `["a", "b", "a", "c"]` give `["a", "b", "c"]`.
+    """
+    size = len(table["times_selected"])
+    if len(groups) == size:
+        return list(groups)
+    if not _has_column(table, "index"):
+        raise ValueError(
+            f"groups has {len(groups)} labels for a table of {size} prompts, which has no `index` column to find "
+            "each prompt's row of the train dataset by: pass one label per prompt, in the table's order."
+        )
+    index = [int(row) for row in table["index"]]
+    if len(groups) <= max(index, default=-1):
+        raise ValueError(
+            f"groups has {len(groups)} labels for a table of {size} prompts whose `index` reaches row "
+            f"{max(index)} of the train dataset: pass the labels of the dataset the table was made from, one per "
+            "prompt in the table's order: groups=train_dataset.select(table['index'])['level']."
+        )
+    return [groups[row] for row in index]
+
+
+def _has_column(table: Any, name: str) -> bool:
+    """Whether `table` (a `datasets.Dataset`, a pandas `DataFrame` or a dict) has the column `name`."""
+    columns = getattr(table, "column_names", None)
+    return name in (columns if columns is not None else table)
 
 
 def natural_key(label: str) -> list:

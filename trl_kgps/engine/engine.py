@@ -78,12 +78,13 @@ class SelectionEngine:
         self.ledger = self.ledger_class(selector, batch_size, warmup_batches, seed)
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
-        self._no_reward_from: list[str] = []  # the reward functions that returned None for all of the last batch
+        self._no_reward_from: list[str] = []  # the reward functions with no reward for any of the last batch
 
     def outcomes(self, rewards_per_func: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
         """
         `(s, k)`, `(groups,)` int64 each, from the rewards of consecutive groups of `group_size` completions:
-        `rewards_per_func` of shape `(groups * group_size, reward_functions)`, NaN where a function returned `None`.
+        `rewards_per_func` of shape `(groups * group_size, reward_functions)`, NaN where a function returned `None`
+        or NaN (the trainer stores a `None` as NaN).
         """
         success, counted = self.rule(rewards_per_func)
         # The functions whose `None`s leave a completion uncounted: the rule's own, or any.
@@ -114,9 +115,9 @@ class SelectionEngine:
         if not scored.trials.any() and not self._warned_no_rewards:
             warnings.warn(
                 f"KGPS observed no reward for generation batch {self.ledger.batches_scored}: {self._silent()} "
-                "returned None for every completion, so no prompt's belief changed. KGPS learns only from scored "
-                "completions: check that a reward function scores these prompts (or set success_reward to one that "
-                "does).",
+                "returned None or NaN for every completion (the trainer stores a None as NaN, so KGPS cannot tell "
+                "which), so no prompt's belief changed. KGPS learns only from scored completions: check that a reward "
+                "function scores these prompts (or set success_reward to one that does).",
                 stacklevel=3,
             )
             self._warned_no_rewards = True
@@ -126,7 +127,8 @@ class SelectionEngine:
         return scored, metrics
 
     def _silent(self) -> str:
-        """The reward functions that returned None for every completion of the last batch, as a warning names them."""
+        """The reward functions that returned None or NaN for every completion of the last batch, as a warning names
+        them."""
         names = self._no_reward_from
         if not names:
             return "the reward functions"

@@ -80,7 +80,7 @@ class SuccessRule:
         """
         Args:
             rewards_per_func (`np.ndarray` of shape `(completions, reward_functions)`): NaN where a function
-                returned `None`.
+                returned `None` or NaN, which the trainer does not tell apart.
 
         Returns:
             `(success, counted)`: boolean arrays of shape `(completions,)`; `success` implies `counted`.

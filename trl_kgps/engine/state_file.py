@@ -39,6 +39,21 @@ COPIES = "copies_prompt_of_row"
 # What may name a Hub repo (huggingface_hub's `validate_repo_id`, which `read` does not import for a local path):
 # "name" or "namespace/name" of letters, digits, "_", "-" and ".", neither "--" nor "..", not a ".npz" file name.
 _REPO_ID = re.compile(r"^(?!.*(--|\.\.))(\b[\w\-.]+\b/)?\b[\w\-.]+\b(?<!\.npz)$")
+# An `.npz` is a zip archive, whose first entry starts with this signature.
+_NPZ_SIGNATURE = b"PK\x03\x04"
+# The JSON type of each `meta` entry `write` puts there; `load` refuses a hand-edited value of another type, which
+# would otherwise fail far from the file (`AttributeError: 'str' object has no attribute 'get'`).
+_META_TYPES = {
+    "selector": (dict, "an object (the selector's state)"),
+    "selector_class": (str, "a string (the selector's class name)"),
+    "num_prompts": (int, "an integer"),
+    "batch_size": (int, "an integer"),
+    "batches_chosen": (int, "an integer"),
+    "batches_scored": (int, "an integer"),
+    "prompts": (dict, "an object (the digest of the rows)"),
+    "trainer": (dict, "an object (the trainer's record)"),
+    "copies": (dict, "an object (the key column)"),
+}
 
 
 class UnreadableState(ValueError):
@@ -93,20 +108,64 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             "was, or pass KGPSConfig(restart_on_missing_state=True) to start KGPS afresh from this one."
         )
     try:
+        _check_signature(path)
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
         meta = json.loads(arrays.pop("meta").tobytes().decode())
+    except UnreadableState:
+        raise  # not an .npz at all: its message says so
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, json.JSONDecodeError) as error:
         raise UnreadableState(
             f"{path} is not a readable KGPS state ({type(error).__name__}: {error}), perhaps truncated: resume from "
             "an earlier checkpoint."
         ) from None
+    if not isinstance(meta, dict):
+        raise UnreadableState(
+            f"{path} is not a readable KGPS state: its `meta` is a JSON {_json_type(meta)}, where trl-kgps writes "
+            "an object: resume from an earlier checkpoint."
+        )
     if meta.get("format") != FORMAT_VERSION:
         raise UnreadableState(
             f"{path} has KGPS state format {meta.get('format')!r} and this trl-kgps reads format {FORMAT_VERSION}: "
             "resume with the trl-kgps release that wrote it."
         )
+    _check_meta_types(path, meta)
     return arrays, meta
+
+
+def _check_signature(path: str) -> None:
+    """Raises `UnreadableState` unless the file at `path` begins as an `.npz` archive does (before numpy reads a
+    text file as a pickle and suggests `allow_pickle=True`)."""
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(_NPZ_SIGNATURE):
+        return
+    raise UnreadableState(
+        f"{path} is not a KGPS state: "
+        + (f"it begins {head!r}, not" if head else "it is empty, without")
+        + f" the {_NPZ_SIGNATURE!r} that begins every .npz archive (a text file, or another file saved under its "
+        f"name): resume from an earlier checkpoint, or restore the {STATE_FILE} that trl-kgps wrote there."
+    )
+
+
+def _check_meta_types(path: str, meta: dict[str, Any]) -> None:
+    """Raises `UnreadableState` naming the first entry of `meta` (read from `path`) not of `_META_TYPES`' type."""
+    for key, (kind, described) in _META_TYPES.items():
+        value = meta.get(key)
+        if key in meta and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            shown = json.dumps(value)
+            raise UnreadableState(
+                f"{path} is not a readable KGPS state: its meta[{key!r}] is "
+                f"{shown if len(shown) <= 40 else shown[:37] + '...'} (a JSON {_json_type(value)}), where trl-kgps "
+                f"writes {described}, so the file was edited or written by other code: resume from an earlier "
+                f"checkpoint, or restore the {STATE_FILE} that trl-kgps wrote."
+            )
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of the type of a value `json.loads` returned: `"oops"` -> "string"."""
+    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+    return names.get(type(value), "null")
 
 
 def write(
