@@ -35,6 +35,13 @@ know what no real selector can:
   one (`ChosenAhead`), as TRL's asynchronous trainer chooses prompts several versions ahead of the policy that
   trains on them (what choosing from stale beliefs costs); `kgps_ahead1` is the default itself, bit for bit.
 
+What practitioners pick (`trl_kgps.selectors.practice`; `PRACTICE`): `gaussian` (FG-ExPO's Gaussian curriculum),
+`insight` (InSight's weighted mutual information), and `offline_filter`, which profiles the warm start before training
+(each distinct training prompt's successes in `PROFILE_SAMPLES` = 8 samples, drawn as Binomial(8, p) from its exact
+true success `p`, seeded by the run's seed: what 8 real rollouts give, in distribution), drops the prompts at 0/8 and
+8/8 and trains on the rest in TRL's order. Its profiling rollouts, 8 per distinct prompt, count in every per-rollout
+figure (`profiling_rollouts`, added to a run's rollouts from its first snapshot).
+
 The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.demo.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
 """
@@ -49,7 +56,7 @@ from trl_kgps import KGPSConfig
 from trl_kgps.adapters.dataset_columns import selector_for
 from trl_kgps.demo.simulator import oracle_batch
 from trl_kgps.demo.variants import VARIANTS, variant_config
-from trl_kgps.selectors import DPSSelector
+from trl_kgps.selectors import DPSSelector, OfflineFilterSelector
 from trl_kgps.selectors.experimental import ExperimentalConfig
 
 
@@ -92,6 +99,12 @@ ONE_LINE_CONFIGS = {
 }
 
 
+# What practitioners pick: the library's `gaussian`, `insight` and `offline_filter` (profiled by the benchmark).
+PRACTICE = ("gaussian", "insight", "offline_filter")
+# The samples per prompt `offline_filter` profiles the warm start with, and its draws' stream (the run's seed first).
+PROFILE_SAMPLES, PROFILE_STREAM = 8, 8
+
+
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
 DYNAMIC_SAMPLING = {
     "uniform_ds": "uniform", "one_line_ds": "one_line", "uniform_ds3": "uniform", "one_line_ds3": "one_line",
@@ -125,7 +138,7 @@ def dataset_for(method: str, train):
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "arcus", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
-    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS,
+    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS, *PRACTICE,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")
@@ -346,6 +359,30 @@ class ChosenAhead:
         return getattr(self.selector, name)
 
 
+def _distinct_prompts(train) -> tuple[int, np.ndarray]:
+    """The distinct prompts of `train` and each row's prompt, `(P, (N,))` (rows repeat prompts under `copies`)."""
+    _, row_prompt = np.unique(np.asarray(train["prompt"]), return_inverse=True)
+    return int(row_prompt.max()) + 1, row_prompt
+
+
+def profiled_pass_rates(setting, model, seed: int) -> np.ndarray:
+    """
+    Each training row's pass rate in `PROFILE_SAMPLES` samples of `model` (the warm start), `(N,)`: per distinct
+    prompt, Binomial(`PROFILE_SAMPLES`, p) / `PROFILE_SAMPLES` of its exact true success `p`, seeded by `seed`; the
+    rows of one prompt share its rate.
+    """
+    count, row_prompt = _distinct_prompts(setting.train)
+    p = np.empty(count)
+    p[row_prompt] = np.asarray(setting.true_success(model, setting.train), float)
+    solved = np.random.default_rng([seed, PROFILE_STREAM]).binomial(PROFILE_SAMPLES, p)
+    return (solved / PROFILE_SAMPLES)[row_prompt]
+
+
+def profiling_rollouts(method: str, setting) -> int:
+    """The rollouts `method` spent before training: `PROFILE_SAMPLES` per distinct prompt for `offline_filter`."""
+    return PROFILE_SAMPLES * _distinct_prompts(setting.train)[0] if base_method(method) == "offline_filter" else 0
+
+
 def policy_embeddings(model, tokenizer, prompts, batch_size: int = 256) -> np.ndarray:
     """Each prompt's mean last-layer hidden state under `model`, shape `(N, hidden)`, float32."""
     import torch
@@ -399,4 +436,9 @@ def build(method: str, setting, model, seed: int):
         return ChosenAhead(selector_for("kgps", setting.train, config, seed), AHEAD[method]), config
     if method in DPS_RECIPES:
         return DPSSelector(len(setting.train), seed=seed, **DPS_RECIPES[method]), KGPSConfig()
+    if method == "offline_filter":
+        rates = profiled_pass_rates(setting, model, seed)
+        return OfflineFilterSelector(len(setting.train), rates, seed=seed), KGPSConfig()
+    if method in PRACTICE:
+        return method, KGPSConfig()
     raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")

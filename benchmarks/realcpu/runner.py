@@ -96,7 +96,12 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         trainer_class = AllocationTrainer
     steps = methods.steps(method, regime)
     trainer = None  # the snapshots read the rollouts it generated once it is built
-    snapshots = Snapshots(setting, kgps, regime.snapshot_every, lambda: _extra_rollouts(method, kgps, trainer))
+    snapshots = Snapshots(
+        setting,
+        kgps,
+        regime.snapshot_every,
+        lambda: _extra_rollouts(method, kgps, trainer) + methods.profiling_rollouts(method, setting),
+    )
     args = GRPOConfig(
         output_dir=os.path.join(tempfile.gettempdir(), "trl-kgps-real-cpu", f"{regime.name}-{method}-{seed}"),
         report_to="none",

@@ -4,6 +4,7 @@ from .arcus import ArcusSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
 from .kgps import KGPSSelector
+from .practice import GaussianCurriculumSelector, InSightSelector, OfflineFilterSelector
 from .registry import SELECTORS, build_selector, class_named
 
 
@@ -11,8 +12,11 @@ __all__ = [
     "ArcusSelector",
     "DPSSelector",
     "GRESOSelector",
+    "GaussianCurriculumSelector",
+    "InSightSelector",
     "KGPSSelector",
     "MoPPSSelector",
+    "OfflineFilterSelector",
     "SELECTORS",
     "UniformSelector",
     "build_selector",

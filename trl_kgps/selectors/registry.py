@@ -7,6 +7,8 @@ from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
 from .experimental import ExperimentalConfig, ExperimentalSelector
 from .kgps import KGPSSelector
+from .practice import GaussianCurriculumSelector, InSightSelector, OfflineFilterSelector
+from .prior_rates import Rates
 
 
 # The one registry of selectors: the name a user passes (`KGPSCallback(selector=...)`, `--selector`) -> the class.
@@ -17,6 +19,9 @@ SELECTORS: dict[str, type] = {
     "greso": GRESOSelector,
     "dps": DPSSelector,
     "arcus": ArcusSelector,
+    "gaussian": GaussianCurriculumSelector,
+    "insight": InSightSelector,
+    "offline_filter": OfflineFilterSelector,
 }
 
 
@@ -25,14 +30,38 @@ def build_selector(
 ) -> PromptSelector:
     """
     The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` and `features` (see
-    `KGPSSelector`) only matter to KGPS, which is an `ExperimentalSelector` for an `ExperimentalConfig`.
+    `KGPSSelector`) matter to KGPS, which is an `ExperimentalSelector` for an `ExperimentalConfig`, and to
+    `offline_filter`, which reads its profiled pass rates from `features[config.prior_column]` (an `(N,)` array or
+    `Rates`, as `dataset_columns.read_features` returns them).
     """
     if name not in SELECTORS:
         raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
     if SELECTORS[name] is KGPSSelector:
         kgps = ExperimentalSelector if isinstance(config, ExperimentalConfig) else KGPSSelector
         return kgps(num_prompts, config, seed=seed, features=features)
+    if SELECTORS[name] is OfflineFilterSelector:
+        return OfflineFilterSelector(num_prompts, _profiled_rates(config, features), seed=seed)
     return SELECTORS[name](num_prompts, seed=seed)
+
+
+def _profiled_rates(config: KGPSConfig | None, features) -> object:
+    """`offline_filter`'s pass rates: the values of the column `config.prior_column` in `features`."""
+    column = getattr(config, "prior_column", None)
+    if column is None:
+        raise ValueError(
+            "selector='offline_filter' trains on the prompts the starting model sometimes solves: it reads each "
+            "prompt's profiled pass rate (e.g. 3/8 of 8 samples) from the dataset column KGPSConfig(prior_column=...) "
+            "names, which is unset. Set prior_column to that column, or pass "
+            "selector=OfflineFilterSelector(len(train_dataset), pass_rates)."
+        )
+    values = None if features is None else features.get(column)
+    if values is None:
+        raise ValueError(
+            f"selector='offline_filter' found no values of its pass-rate column prior_column={column!r}: pass them "
+            f"to build_selector as features={{{column!r}: rates}}, or pass "
+            "selector=OfflineFilterSelector(len(train_dataset), pass_rates)."
+        )
+    return values.values if isinstance(values, Rates) else values
 
 
 def class_named(class_name: str) -> type:
