@@ -18,6 +18,7 @@ arguments through (`*args, **kwargs`).
 | `GRPOTrainer._metrics["train"]` | appended to: KGPS's metrics reach the trainer's logs | protected attribute |
 | `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_funcs`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout, the success rule and which columns a reward function reads | attributes |
 | `GRPOTrainer._environment_pool` (TRL 1.16), else `environment_factories` | read when training starts: the environments whose `reset(**row)` may read a column | protected attribute |
+| `GRPOTrainer._multi_environment` (TRL 1.16; absent: `False`) | read when training starts: rows are routed to an environment by their `environment` column, which then tells copies apart | protected attribute |
 | the trainer's `__init__` frame | the one-line form finds its trainer on the call stack at `on_init_end` | CPython frames |
 """
 
