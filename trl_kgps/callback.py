@@ -31,6 +31,8 @@ class KGPSCallback(TrainerCallback):
 
     Args:
         config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; `KGPSConfig()` by default.
+            The fields it leaves to the dataset (`None`) are decided when training starts; `effective_config` holds
+            the config that runs.
         selector (`str` or `PromptSelector`, *optional*): `"kgps"` (the default); a baseline to compare with,
             `"uniform"` (TRL's order), `"mopps"`, `"greso"` or `"dps"`, built for the train dataset and seeded with
             `args.seed`; or any `PromptSelector`, such as a selector of one's own or a restored `KGPSSelector`.
@@ -85,6 +87,19 @@ class KGPSCallback(TrainerCallback):
     def selector(self) -> "str | PromptSelector | None":
         """The selector in use; until training builds it, what was passed."""
         return self._selector if self.adapter is None else self.adapter.selector
+
+    @property
+    def effective_config(self) -> KGPSConfig | None:
+        """
+        The config KGPS runs with: `config` with the fields it left to the dataset (`None`) decided for the train
+        dataset (`KGPSConfig.resolved`) and the feature columns found named, as the selector holds it, its state file
+        saves it and a resume compares it; for a selector without a KGPS config (a baseline), `config` as passed.
+        `None` before training starts.
+        """
+        if self.engine is None:
+            return None
+        selector_config = getattr(self.selector, "config", None)
+        return selector_config if isinstance(selector_config, KGPSConfig) else self.config
 
     @property
     def sampler(self) -> KGPSRepeatSampler | None:

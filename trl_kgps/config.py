@@ -33,8 +33,18 @@ PER_PROMPT = {
     "selection_temperature": 0.5,
     "process_noise_adaptation": 0.0,
 }
-# What KGPS keeps when a dataset holds no metadata column to share by: the per-prompt filter, drawn over the whole
-# pool (measured above one factor shared by the whole pool without a column: docs/benchmarks.md), its gamma fixed.
+# The fields `KGPSConfig` leaves to the dataset: left at `None`, each takes one of these values once the train dataset
+# is known (`KGPSConfig.resolved`); a value set is never changed.
+# With metadata columns (or a prior column) to share by, and wherever a selector is built without a dataset: the shared
+# factor, gamma calibrated online, the draw in proportion to the utility (measured: docs/benchmarks.md).
+WITH_METADATA = {
+    "shared_variance": 1.0,
+    "initial_variance": 1.0,
+    "selection_temperature": 1.0,
+    "process_noise_adaptation": 0.05,
+}
+# With none: the per-prompt filter, drawn over the whole pool (measured above one factor shared by the whole pool
+# without a column: docs/benchmarks.md), its gamma fixed.
 NO_METADATA = {
     "shared_variance": 0.0,
     "initial_variance": 4.0,
@@ -95,6 +105,14 @@ class KGPSConfig:
     `initial_variance=1.0`, one warmup epoch, the top-B over all prompts). Every field name is distinct from
     `trl.GRPOConfig`'s, so both parse together: `TrlParser((GRPOConfig, KGPSConfig))`.
 
+    Four fields are decided from the train dataset when left at `None`, their default: `shared_variance`,
+    `initial_variance`, `selection_temperature` and `process_noise_adaptation` (`KGPSConfig.resolved`). When KGPS
+    looks for metadata columns (`feature_columns` unset, `shared_variance` not 0) and finds none, nor a
+    `prior_column`, they take `NO_METADATA`'s values, the per-prompt filter's (0, 4.0, 0.5 and 0); otherwise, and
+    wherever a selector is built without a dataset (`KGPSSelector(n)`), `WITH_METADATA`'s (1.0, 1.0, 1.0 and 0.05). A
+    value set, equal to one of those or not, is never changed. `KGPSCallback.effective_config` holds the values a run
+    uses, which its state file saves and a resume compares.
+
     Symbols, as in the paper:
 
     - process noise, added to every prompt's logit variance after each selection round:
@@ -108,19 +126,20 @@ class KGPSConfig:
         gamma (`float`, *optional*, defaults to `0.1`):
             Process-noise scale: \\(Q = \gamma \lVert\Delta\theta\rVert_2\\) is added to every logit variance after
             each policy update. In `[0, 1e12]`.
-        process_noise_adaptation (`float`, *optional*, defaults to `0.05`):
+        process_noise_adaptation (`float` or `None`, *optional*, defaults to `None`):
             Step size \\(\eta\\) of gamma's online calibration: after each batch
             \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\), within `[1e-3, 1e3]` times `gamma`; 0 keeps
-            gamma fixed (the paper).
-        initial_variance (`float`, *optional*, defaults to `1.0`):
+            gamma fixed (the paper). `None`: from the dataset, 0.05 with metadata columns, 0 without.
+        initial_variance (`float` or `None`, *optional*, defaults to `None`):
             Prior logit variance of a prompt's own residual (of every prompt with `shared_variance=0`). In
-            `(0, 1e12]`.
+            `(0, 1e12]`. `None`: from the dataset, 1.0 with metadata columns, 4.0 without.
         warmup_epochs (`int`, *optional*, defaults to `0`):
             Epochs of uniform sampling before KGPS selects (the paper: 1).
         observation (`str`, *optional*, defaults to `"binomial"`):
             The update: `"binomial"` (moment-matched exact posterior) or `"logit"` (the paper's Kalman update).
-        shared_variance (`float`, *optional*, defaults to `1.0`):
-            Prior logit variance of the part prompts share; 0 for one filter per prompt. In `[0, 1e12]`.
+        shared_variance (`float` or `None`, *optional*, defaults to `None`):
+            Prior logit variance of the part prompts share; 0 for one filter per prompt. In `[0, 1e12]`. `None`: from
+            the dataset, 1.0 with metadata columns, 0 (one filter per prompt) without.
         feature_columns (`list[str]` or `None`, *optional*, defaults to `None`):
             Train-dataset columns prompts share; `None` finds them, `[]` shares one factor across the pool.
         prior_column (`str` or `None`, *optional*, defaults to `None`):
@@ -135,8 +154,9 @@ class KGPSConfig:
             Gauss-Hermite nodes of the posterior utility. In `[2, 100]`.
         selection (`str`, *optional*, defaults to `"sample"`):
             `"sample"` draws in proportion to the scores; `"top"` takes the best (the paper).
-        selection_temperature (`float`, *optional*, defaults to `1.0`):
-            With `"sample"`: draws in proportion to score^(1 / temperature). Positive.
+        selection_temperature (`float` or `None`, *optional*, defaults to `None`):
+            With `"sample"`: draws in proportion to score^(1 / temperature). Positive. `None`: from the dataset, 1.0
+            with metadata columns, 0.5 without.
         candidates (`float`, *optional*, defaults to `0.0`):
             Candidates per batch as a multiple of the batch size; 0 chooses among all prompts. 0 or at least 1.
         success_reward (`str` or `None`, *optional*, defaults to `None`):
@@ -159,22 +179,24 @@ class KGPSConfig:
             "logit variance after each policy update (paper App. B: 0.1).",
         },
     )
-    process_noise_adaptation: float = field(
-        default=0.05,
+    process_noise_adaptation: float | None = field(
+        default=None,
         metadata={
             "help": "Step size of the online calibration of gamma: after each batch, gamma is multiplied by "
             "exp(rate * (NIS - 1)), NIS being the batch's normalized innovation squared (1 when the spread KGPS "
             "predicted matches the outcomes), so that the drift KGPS assumes matches the surprises it sees; it stays "
-            "within [1e-3, 1e3] times the gamma set. 0 keeps gamma fixed (the paper).",
+            "within [1e-3, 1e3] times the gamma set. 0 keeps gamma fixed (the paper). Unset: decided from the train "
+            "dataset, 0.05 when it holds metadata columns to share by, 0 when it holds none.",
         },
     )
-    initial_variance: float = field(
-        default=1.0,
+    initial_variance: float | None = field(
+        default=None,
         metadata={
-            "help": "With shared_variance > 0 (the default): the prior variance of a prompt's own logit residual, "
+            "help": "With shared_variance > 0 (sharing): the prior variance of a prompt's own logit residual, "
             "around what its features predict, where residual_adaptation starts from. With shared_variance 0 (the "
             "paper): the logit variance P0 of every prompt before its first observation, set again when its warmup "
-            "observation arrives (paper App. B: 1.0).",
+            "observation arrives (paper App. B: 1.0). Unset: decided from the train dataset, 1.0 when it holds "
+            "metadata columns to share by, 4.0 when it holds none.",
         },
     )
     warmup_epochs: int = field(
@@ -203,11 +225,13 @@ class KGPSConfig:
             "choices": list(SELECTIONS),
         },
     )
-    selection_temperature: float = field(
-        default=1.0,
+    selection_temperature: float | None = field(
+        default=None,
         metadata={
             "help": "selection='sample' draws each prompt with probability proportional to score ** (1 / "
-            "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 flatter.",
+            "selection_temperature): 1 is proportional to the score, below 1 sharper (towards 'top'), above 1 "
+            "flatter. Unset: decided from the train dataset, 1.0 when it holds metadata columns to share by, 0.5 when "
+            "it holds none.",
         },
     )
     candidates: float = field(
@@ -249,12 +273,13 @@ class KGPSConfig:
             "belief per row.",
         },
     )
-    shared_variance: float = field(
-        default=1.0,
+    shared_variance: float | None = field(
+        default=None,
         metadata={
             "help": "Prior logit variance of the shared part of every prompt's success rate (the part its features "
             "predict); initial_variance is then the prior variance of the prompt's own residual. 0 turns sharing off: "
-            "one independent filter per prompt (the paper).",
+            "one independent filter per prompt (the paper). Unset: decided from the train dataset, 1.0 when it holds "
+            "metadata columns to share by, 0 when it holds none.",
         },
     )
     shared_noise_share: float = field(
@@ -334,14 +359,21 @@ class KGPSConfig:
                     f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
                     "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
                 )
+        if self.prior_column is not None and self.prior_column in (self.feature_columns or ()):
+            raise ValueError(
+                f"prior_column={self.prior_column!r} is also in feature_columns={self.feature_columns!r}: KGPS reads "
+                "it as success rates, binned, and as labels it would count the same values twice. Drop it from "
+                "feature_columns."
+            )
         if self.prior_column is not None and self.shared_variance == 0:
             raise ValueError(
                 f"prior_column={self.prior_column!r} needs shared_variance > 0 (it is 0): the rates start the shared "
                 "part of each prompt's belief. Set shared_variance=1.0, or drop prior_column."
             )
-        if self.shared_variance > 0 and self.observation == "logit":
+        if self.shared_variance != 0 and self.observation == "logit":
+            shared = "> 0" if self.shared_variance is not None else "unset (1.0 wherever the dataset has metadata)"
             raise ValueError(
-                "shared_variance > 0 (a factor shared across prompts) works with observation='binomial', got "
+                f"shared_variance {shared} (a factor shared across prompts) works with observation='binomial', got "
                 "observation='logit', the paper's update of one prompt at a time. Set shared_variance=0 for it (as "
                 "KGPSConfig.paper() does)."
             )
@@ -355,14 +387,19 @@ class KGPSConfig:
                 f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
                 "use a non-negative value such as the paper's 0.1",
             )
-        if not (is_real(self.process_noise_adaptation) and self.process_noise_adaptation >= 0):
+        # `None`: decided from the dataset (`resolved`)
+        if self.process_noise_adaptation is not None and not (
+            is_real(self.process_noise_adaptation) and self.process_noise_adaptation >= 0
+        ):
             raise refusal(
                 "process_noise_adaptation",
                 self.process_noise_adaptation,
                 "be a finite number >= 0.0",
                 "use 0 to keep gamma fixed, or a small step size such as 0.05",
             )
-        if not (is_real(self.initial_variance) and 0 < self.initial_variance <= MAX_LOGIT_VARIANCE):
+        if self.initial_variance is not None and not (
+            is_real(self.initial_variance) and 0 < self.initial_variance <= MAX_LOGIT_VARIANCE
+        ):
             raise refusal(
                 "initial_variance",
                 self.initial_variance,
@@ -377,7 +414,9 @@ class KGPSConfig:
             value, choices = getattr(self, name), tuple(self.__dataclass_fields__[name].metadata["choices"])
             if value not in choices:
                 raise refusal(name, value, f"be one of {choices}", SEE_PRESETS)
-        if not (is_real(self.selection_temperature) and self.selection_temperature > 0):
+        if self.selection_temperature is not None and not (
+            is_real(self.selection_temperature) and self.selection_temperature > 0
+        ):
             raise refusal(
                 "selection_temperature",
                 self.selection_temperature,
@@ -419,7 +458,9 @@ class KGPSConfig:
                 "be a column name of the train dataset or None",
                 "use 'prompt' (the default), an id column, or None for one belief per row",
             )
-        if not (is_real(self.shared_variance) and 0 <= self.shared_variance <= MAX_LOGIT_VARIANCE):
+        if self.shared_variance is not None and not (
+            is_real(self.shared_variance) and 0 <= self.shared_variance <= MAX_LOGIT_VARIANCE
+        ):
             raise refusal(
                 "shared_variance",
                 self.shared_variance,
@@ -482,6 +523,26 @@ class KGPSConfig:
         if name in declared and declared.keys() <= self.__dict__.keys():
             value = getattr(dataclasses.replace(self, **{name: value}), name)  # as `__post_init__` normalises it
         super().__setattr__(name, value)
+
+    def resolved(self, has_metadata: bool) -> "KGPSConfig":
+        """
+        This config with every field it leaves to the dataset (`None`) decided: `WITH_METADATA`'s value when
+        `has_metadata` (the train dataset holds metadata columns KGPS shares by, or there is no dataset to look at),
+        `NO_METADATA`'s when not. A field set keeps its value; a config with no field left to decide is returned as it
+        is. `dataset_columns.with_metadata` calls it where the train dataset is known, `KGPSSelector` where it is not.
+
+        Example:
+
+        ```python
+        >>> from trl_kgps import KGPSConfig
+        >>> config = KGPSConfig(selection_temperature=1.0)
+        >>> config.resolved(has_metadata=False).selection_temperature, config.resolved(False).initial_variance
+        (1.0, 4.0)
+        ```
+        """
+        values = WITH_METADATA if has_metadata else NO_METADATA
+        unset = {name: value for name, value in values.items() if getattr(self, name) is None}
+        return dataclasses.replace(self, **unset) if unset else self
 
     @classmethod
     def paper(cls, **overrides) -> "KGPSConfig":

@@ -10,6 +10,7 @@ import pytest
 
 import trl_kgps
 from trl_kgps import KGPSConfig
+from trl_kgps.config import NO_METADATA, WITH_METADATA
 from trl_kgps.selectors.experimental import EXPERIMENTAL_DEFAULTS, ExperimentalConfig, experimental
 
 
@@ -34,7 +35,9 @@ def test_paper_overrides_apply_on_top_of_the_preset():
 
 
 def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
-    default, paper = dataclasses.asdict(KGPSConfig()), dataclasses.asdict(KGPSConfig.paper())
+    # As it runs on a dataset with metadata columns, and wherever a selector is built without a dataset.
+    default = dataclasses.asdict(KGPSConfig().resolved(has_metadata=True))
+    paper = dataclasses.asdict(KGPSConfig.paper())
     changed = {name for name in default if default[name] != paper[name]}
     assert changed == {
         "shared_variance",  # a factor shared across prompts (its own settings only act when it is on)
@@ -44,6 +47,25 @@ def test_the_default_departs_from_the_paper_only_in_the_documented_fields():
         "process_noise_adaptation",  # gamma calibrated online
         "delta_norm_sample",  # how ||theta_t - theta_{t-1}|| is measured: 1 % of the coordinates, not all
     }
+
+
+def test_the_fields_a_dataset_decides_default_to_none_and_a_value_set_is_never_changed():
+    config = KGPSConfig()
+    assert {name: getattr(config, name) for name in NO_METADATA} == dict.fromkeys(WITH_METADATA)
+    for has_metadata, values in [(True, WITH_METADATA), (False, NO_METADATA)]:
+        assert {name: getattr(config.resolved(has_metadata), name) for name in values} == values
+        for name, value in WITH_METADATA.items():  # the with-metadata default, set: kept on a dataset without any
+            assert getattr(KGPSConfig(**{name: value}).resolved(has_metadata), name) == value, name
+    resolved = config.resolved(has_metadata=False)
+    assert resolved.resolved(has_metadata=True) is resolved  # nothing left to decide: returned as it is
+    for preset in (KGPSConfig.paper(), KGPSConfig.per_prompt(), ExperimentalConfig.paper()):
+        assert preset.resolved(has_metadata=False) is preset  # the presets decide every field themselves
+    assert type(ExperimentalConfig().resolved(has_metadata=True)) is ExperimentalConfig
+
+
+def test_a_column_read_as_prior_rates_is_not_also_a_feature_column():
+    with pytest.raises(ValueError, match=r"prior_column='solve_rate' is also in feature_columns=\['level', "):
+        KGPSConfig(feature_columns=["level", "solve_rate"], prior_column="solve_rate")
 
 
 def test_feature_columns_take_one_name_or_a_list_and_need_a_shared_part():
@@ -56,8 +78,11 @@ def test_feature_columns_take_one_name_or_a_list_and_need_a_shared_part():
     assert KGPSConfig(feature_columns=("level", "type")).feature_columns == ["level", "type"]
     with pytest.raises(ValueError, match=r"shared_variance > 0 \(it is 0\).*Set shared_variance=1.0"):
         KGPSConfig(feature_columns=["level"], shared_variance=0.0)
-    with pytest.raises(ValueError, match=r"observation='logit'.*Set shared_variance=0"):
+    unset = r"^shared_variance unset \(1.0 wherever.*observation='logit'.*Set shared_variance=0"
+    with pytest.raises(ValueError, match=unset):
         KGPSConfig(observation="logit")
+    with pytest.raises(ValueError, match=r"^shared_variance > 0 .*observation='logit'.*Set shared_variance=0"):
+        KGPSConfig(observation="logit", shared_variance=1.0)
 
 
 def test_every_field_has_help_text():

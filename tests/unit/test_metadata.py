@@ -6,12 +6,17 @@ import pytest
 from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.adapters.dataset_columns import (
     MAX_METADATA_VALUES,
+    copies_that_differ,
+    describe_differing,
     find_metadata,
     read_features,
     selector_for,
     with_metadata,
 )
 from trl_kgps.adapters.reward_reads import ColumnReaders
+from trl_kgps.config import NO_METADATA, WITH_METADATA
+from trl_kgps.engine.copies import PromptCopies
+from trl_kgps.selectors.experimental import ExperimentalSelector
 
 
 datasets = pytest.importorskip("datasets")
@@ -60,7 +65,8 @@ def test_it_reads_labels_that_group_prompts_and_never_what_a_reward_reads():
         "prompt": "the model's input",
         "answer": "the reward function accuracy_reward reads it",
         "source": "one value",
-        "id": f"{N} of its {N} values label fewer than 2 rows each: it names prompts rather than grouping them",
+        "id": f"{N} of its {N} values label fewer than 2 distinct prompts each: it names prompts rather than grouping "
+        "them",
         "score": "holds float64 values, not labels",
     }
 
@@ -106,7 +112,7 @@ def test_more_values_than_the_limit_are_not_metadata():
 def test_the_one_line_shares_by_what_it_found_exactly_as_if_it_were_named():
     dataset = user_dataset()
     config, metadata = with_metadata(dataset, KGPSConfig(), ColumnReaders.of([accuracy_reward]))
-    assert config == KGPSConfig(feature_columns=["level", "type", "steps"])
+    assert config == KGPSConfig(feature_columns=["level", "type", "steps"]).resolved(has_metadata=True)
     assert metadata.describe().startswith(
         "KGPS shares what it learns across prompts by `level` (4 values), `type` (3 values), `steps` (3 values) "
         "(not read: `prompt`: the model's input; `answer`: the reward function accuracy_reward reads it;"
@@ -136,7 +142,9 @@ def test_the_one_line_shares_by_what_it_found_exactly_as_if_it_were_named():
     ids=["none", "named", "per_prompt", "paper"],
 )
 def test_it_looks_only_when_no_column_is_named_and_something_is_shared(config):
-    assert with_metadata(user_dataset(), config, ColumnReaders.of([accuracy_reward])) == (config, None)
+    # What it leaves to the dataset takes the with-metadata values, as it did before `None` meant "decide".
+    expected = config.resolved(has_metadata=True)
+    assert with_metadata(user_dataset(), config, ColumnReaders.of([accuracy_reward])) == (expected, None)
 
 
 def test_an_empty_list_reads_no_column():
@@ -145,20 +153,22 @@ def test_an_empty_list_reads_no_column():
     assert selector.config.feature_columns == [] and selector.shared.design.kind == "global"
 
 
+def no_metadata_dataset():
+    return datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(N)], "answer": [str(i) for i in range(N)]})
+
+
 def test_with_no_metadata_it_keeps_one_filter_per_prompt_and_what_the_user_set():
-    dataset = datasets.Dataset.from_dict({"prompt": [f"p{i}" for i in range(N)], "answer": [str(i) for i in range(N)]})
+    dataset = no_metadata_dataset()
     config, metadata = with_metadata(dataset, KGPSConfig(), ColumnReaders.of([accuracy_reward]))
-    assert config == KGPSConfig(
-        shared_variance=0.0, initial_variance=4.0, selection_temperature=0.5, process_noise_adaptation=0.0
-    )
+    assert config == KGPSConfig(**NO_METADATA)
     assert config == KGPSConfig.per_prompt(candidates=0.0)  # the per-prompt filter, drawn over the whole pool
     assert metadata.columns == [] and metadata.describe().startswith(
         "KGPS found no metadata column to share by, and keeps one filter per prompt (initial_variance=4.0, "
-        "selection_temperature=0.5, process_noise_adaptation=0.0; to set them, pass "
-        "KGPSConfig.per_prompt(candidates=0, ...)) (not read: `prompt`"
+        "selection_temperature=0.5, process_noise_adaptation=0.0: the fields KGPSConfig leaves unset take these "
+        "values, those set keep theirs) (not read: `prompt`"
     )
     assert selector_for("kgps", dataset, config, 0).shared is None
-    mine, _ = with_metadata(
+    mine, metadata = with_metadata(
         dataset,
         KGPSConfig(gamma=0.3, initial_variance=2.0, process_noise_adaptation=0.2),
         ColumnReaders.of([accuracy_reward]),
@@ -170,6 +180,81 @@ def test_with_no_metadata_it_keeps_one_filter_per_prompt_and_what_the_user_set()
         0.5,
     )
     assert mine.process_noise_adaptation == 0.2  # what the user set, kept
+    assert "(initial_variance=2.0, selection_temperature=0.5, process_noise_adaptation=0.2:" in metadata.describe()
+
+
+@pytest.mark.parametrize("name, value", list(WITH_METADATA.items()))
+def test_a_field_set_to_its_with_metadata_default_keeps_it_on_a_dataset_without_metadata(name, value):
+    # Before, a value equal to the default was taken as unset: process_noise_adaptation=0.05, passed, ran with 0.
+    config, metadata = with_metadata(no_metadata_dataset(), KGPSConfig(**{name: value}))
+    assert getattr(config, name) == value
+    assert config == KGPSConfig(**{**NO_METADATA, name: value})  # the other fields decided as for KGPSConfig()
+    assert getattr(selector_for("kgps", no_metadata_dataset(), config, 0).config, name) == value
+    if name == "shared_variance":  # sharing set: one factor across the pool, which the log says
+        assert metadata.describe().startswith("KGPS found no metadata column to share by, and shares one factor")
+
+
+def test_a_selector_built_without_a_dataset_runs_the_with_metadata_values():
+    for selector in (KGPSSelector(N), KGPSSelector(N, KGPSConfig()), ExperimentalSelector(N)):
+        assert {name: getattr(selector.config, name) for name in WITH_METADATA} == WITH_METADATA
+        assert selector.shared is not None  # the shared factor, as before `None` meant "decide"
+    # and exactly as the config it resolves to: the same batches and beliefs
+    resolved = KGPSSelector(N, KGPSConfig().resolved(has_metadata=True), seed=2)
+    unresolved = KGPSSelector(N, KGPSConfig(), seed=2)
+    for _ in range(3):
+        batch = unresolved.select(8)
+        np.testing.assert_array_equal(batch, resolved.select(8))
+        for selector in (unresolved, resolved):
+            selector.predict(0.1)
+            selector.update(batch, np.arange(8) % 5, np.full(8, 4))
+    np.testing.assert_array_equal(unresolved.mean, resolved.mean)
+    np.testing.assert_array_equal(unresolved.variance, resolved.variance)
+    assert unresolved.state_dict()["config"] == resolved.state_dict()["config"]  # the state file holds it resolved
+
+
+def test_an_id_repeated_over_a_prompts_copies_names_prompts_and_the_grouping_is_still_found():
+    # 40 problems, each on 5 rows: `problem_id` carries each value on 5 rows, yet on one prompt.
+    problems, copies_each = 40, 5
+    rows = [(p, c) for p in range(problems) for c in range(copies_each)]
+    dataset = datasets.Dataset.from_dict(
+        {
+            "prompt": [f"problem {p}" for p, _ in rows],
+            "problem_id": [f"id-{p}" for p, _ in rows],
+            "level": [f"Level {1 + p % 4}" for p, _ in rows],
+        }
+    )
+    copies = PromptCopies(np.repeat(np.arange(problems), copies_each), key="prompt")
+    found = find_metadata(dataset, copies=copies)
+    assert found.columns == ["level"]
+    assert found.skipped["problem_id"] == (
+        "40 of its 40 values label fewer than 2 distinct prompts each: it names prompts rather than grouping them"
+    )
+    config, metadata = with_metadata(dataset, KGPSConfig(), copies=copies)
+    assert config.feature_columns == ["level"] and metadata.columns == ["level"]
+    assert "problem_id" in find_metadata(dataset).columns  # counted by rows, it looked like 40 groups
+
+
+def test_copies_that_disagree_on_a_column_kgps_reads_are_counted_by_prompt():
+    # Rows 0-1 hold prompt 0, rows 2-4 prompt 1, row 5 prompt 2.
+    copies = PromptCopies(np.array([0, 0, 1, 1, 1, 2]), key="prompt")
+    dataset = datasets.Dataset.from_dict(
+        {
+            "prompt": ["a", "a", "b", "b", "b", "c"],
+            "level": ["L1", "L2", "L1", "L1", "L1", "L3"],  # prompt 0's copies disagree
+            "source": ["x", "x", "y", "z", "y", "x"],  # prompt 1's
+            "solve_rate": [0.5, 0.5, None, None, float("nan"), 0.1],  # missing values agree with each other
+            "embedding": [[0.0, 1.0]] * 2 + [[1.0, 0.0], [1.0, 0.0], [1.0, 0.5]] + [[0.5, 0.5]],  # prompt 1's
+        }
+    )
+    differ = copies_that_differ(dataset, ["level", "source", "solve_rate", "embedding"], copies)
+    assert differ == {"level": 1, "source": 1, "embedding": 1}
+    assert copies_that_differ(dataset, ["level"], PromptCopies.by_row(6)) == {}
+    assert describe_differing(differ, copies) == (
+        "Copies of one prompt (rows with equal 'prompt') carry different values in `level` (1 prompt), `source` (1 "
+        "prompt), `embedding` (1 prompt): KGPS keeps one belief per prompt and reads its values from its first "
+        "row, so the other rows' values go unread. To read each row's own, give every copy of a prompt the same "
+        "value, or keep one belief per row (KGPSConfig(prompt_key=None))."
+    )
 
 
 @pytest.mark.parametrize("format_type", [None, "pandas", "torch", "numpy"])
@@ -199,7 +284,7 @@ def test_a_column_with_a_value_on_a_single_row_names_prompts():
     # 39 single rows each name a prompt.
     dataset = user_dataset(extra=list(range(39)) + [-1] * (N - 39))
     assert find_metadata(dataset).skipped["extra"] == (
-        "39 of its 40 values label fewer than 2 rows each: it names prompts rather than grouping them"
+        "39 of its 40 values label fewer than 2 distinct prompts each: it names prompts rather than grouping them"
     )
 
 

@@ -28,7 +28,8 @@ def test_the_default_is_not_the_paper():
 def test_the_paper_preset_keeps_gamma_fixed_which_the_recorded_run_tells_apart():
     # The default calibrates gamma; the paper's preset does not. The recorded run would show it: with the calibration,
     # its selections differ after a few rounds.
-    assert KGPSConfig.paper().process_noise_adaptation == 0.0 < KGPSConfig().process_noise_adaptation
+    default = KGPSConfig().resolved(has_metadata=True)
+    assert KGPSConfig.paper().process_noise_adaptation == 0.0 < default.process_noise_adaptation
     replay = paper_trajectory(KGPSSelector, KGPSConfig.paper(process_noise_adaptation=0.05))
     with np.load(RECORDED) as recorded:
         assert not np.array_equal(replay["selections"], recorded["selections"])

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from datasets import Dataset
+from datasets import Dataset, Value
 
 from trl_kgps import KGPSConfig, KGPSSelector
 from trl_kgps.adapters.dataset_columns import find_metadata, selector_for, with_metadata
@@ -82,7 +82,13 @@ def math_rows(**columns):
     [
         ("llama8b_solve_rate", lambda rng, n: rng.uniform(0, 1, n).tolist(), True),
         ("avg@8_qwen3_4b", lambda rng, n: (rng.integers(0, 9, n) / 8).tolist(), True),
-        ("difficulty", lambda rng, n: [None if i % 5 == 0 else i / 64 for i in range(n)], True),
+        ("solveRate", lambda rng, n: [None if i % 5 == 0 else i / 64 for i in range(n)], True),
+        ("pass@k", lambda rng, n: rng.uniform(0, 1, n).tolist(), True),
+        # In [0, 1], and its name does not say success: the direction of a difficulty, or a threshold, a weight
+        ("difficulty", lambda rng, n: [None if i % 5 == 0 else i / 64 for i in range(n)], False),
+        ("model_difficulty", lambda rng, n: rng.uniform(0, 1, n).tolist(), False),
+        ("accuracy_threshold", lambda rng, n: rng.uniform(0, 1, n).tolist(), False),
+        ("min_pass_rate", lambda rng, n: rng.uniform(0, 1, n).tolist(), False),
         ("difficulty", lambda rng, n: rng.uniform(1, 10, n).tolist(), False),  # a scale, not a rate
         ("pass@8", lambda rng, n: rng.integers(0, 9, n).tolist(), False),  # counts: labels, not rates
         ("temperature", lambda rng, n: rng.uniform(0, 1, n).tolist(), False),  # its name does not say it is a rate
@@ -93,6 +99,64 @@ def test_the_one_line_names_a_rate_column_by_its_name_and_its_range(name, values
     metadata = find_metadata(math_rows(**{name: values}), ColumnReaders.of([reward]))
     assert (metadata.rates == name) is found
     assert metadata.prior is None and "level" in metadata.columns
+
+
+def test_a_difficulty_in_0_1_is_not_read_and_the_log_says_its_direction_is_unknown_and_how_to_turn_it():
+    rows = math_rows(difficulty=lambda rng, n: rng.uniform(0, 1, n).tolist())
+    config, metadata = with_metadata(rows, KGPSConfig(), ColumnReaders.of([reward]))
+    assert config.feature_columns == ["level"] and metadata.rates is None
+    said = metadata.describe()
+    assert "looks like another model's success rates" not in said
+    assert (
+        "`difficulty`: values in [0, 1] whose direction KGPS does not know (is 1 the hardest or the easiest?), so it "
+        "reads none of them: if 1 minus each is a success rate, `dataset.map(lambda row: {'solve_rate': 1 - "
+        "row['difficulty']})` and KGPSConfig(prior_column='solve_rate') start each prompt from it"
+    ) in said
+
+
+def test_rates_of_any_float_width_are_read_float16_included():
+    rows = math_rows(pass_rate=lambda rng, n: rng.uniform(0, 1, n).tolist())
+    half = rows.cast_column("pass_rate", Value("float16"))
+    assert find_metadata(half, ColumnReaders.of([reward])).rates == "pass_rate"  # Arrow's min_max has no float16
+    config, metadata = with_metadata(half, KGPSConfig(prior_column="pass_rate"), ColumnReaders.of([reward]))
+    assert metadata.prior == "pass_rate"
+    # The float16 values, read as the float64 numbers they are: the beliefs of the same rates stored as float64.
+    wide = half.cast_column("pass_rate", Value("float64"))
+    np.testing.assert_array_equal(
+        selector_for("kgps", half, config, 0).predicted_success(),
+        selector_for("kgps", wide, config, 0).predicted_success(),
+    )
+
+
+def test_a_prior_column_of_0_and_1_is_read_as_rates_never_also_as_labels():
+    rows = math_rows(solved=lambda rng, n: [i % 2 for i in range(n)])  # integers 0 and 1: labels on their own
+    assert "solved" in find_metadata(rows, ColumnReaders.of([reward])).columns
+    config, metadata = with_metadata(rows, KGPSConfig(prior_column="solved"), ColumnReaders.of([reward]))
+    assert (config.feature_columns, config.prior_column) == (["level"], "solved")
+    assert "solved" not in metadata.skipped and metadata.describe().startswith(
+        "KGPS shares what it learns across prompts by `level` (4 values) and the bins of the success rates in `solved`"
+    )
+
+
+def test_a_prior_column_that_is_the_models_input_or_that_a_reward_reads_is_refused():
+    def graded(completions, solve_rate, **kwargs):
+        return [float(r > 0.5) for r in solve_rate]
+
+    rows = math_rows(solve_rate=lambda rng, n: rng.uniform(0, 1, n).tolist())
+    for config in (KGPSConfig(prior_column="prompt"), KGPSConfig(prior_column="prompt", feature_columns=["level"])):
+        with pytest.raises(ValueError) as refused:
+            with_metadata(rows, config, ColumnReaders.of([reward]))
+        assert str(refused.value) == (
+            "prior_column='prompt' names the model's input, not success rates another model measured: name the train "
+            "dataset's column of rates in [0, 1] (e.g. 'llama8b_solve_rate'), or leave prior_column unset."
+        )
+    with pytest.raises(ValueError) as refused:
+        with_metadata(rows, KGPSConfig(prior_column="solve_rate"), ColumnReaders.of([reward, graded]))
+    assert str(refused.value) == (
+        "prior_column='solve_rate' names a column that the reward function graded reads: what a reward reads may give "
+        "the answer away, and KGPS never starts its beliefs from it. Name a column of success rates no reward "
+        "function reads, or leave prior_column unset."
+    )
 
 
 def test_a_rate_column_a_reward_reads_is_never_named():

@@ -368,7 +368,7 @@ def test_the_residual_prior_moves_by_the_first_outcomes_normalized_innovation():
 
     config = KGPSConfig(feature_columns=["level"], residual_adaptation=0.05)
     selector = KGPSSelector(9, config, features={"level": [0, 0, 0, 1, 1, 1, 2, 2, 2]}, seed=0)
-    tau2, seen = config.initial_variance, set()
+    tau2, seen = selector.config.initial_variance, set()  # the with-metadata 1.0: built without a dataset
     for batch, s in (([0, 3, 6], [0, 8, 8]), ([0, 1, 4, 7], [2, 8, 0, 1])):  # prompt 0 again: not a first outcome
         m, P = selector.mean.astype(np.float64)[batch], selector.variance.astype(np.float64)[batch]
         first = [j for j, i in enumerate(batch) if i not in seen]
@@ -377,7 +377,7 @@ def test_the_residual_prior_moves_by_the_first_outcomes_normalized_innovation():
         seen |= set(batch)
         selector.update(batch, s, np.full(len(batch), 8))
         assert selector.residual_prior == pytest.approx(tau2, rel=1e-5)
-    assert tau2 > config.initial_variance  # outcomes far from their groups' predictions: the prior widened
+    assert tau2 > selector.config.initial_variance  # outcomes far from their groups' predictions: the prior widened
 
 
 @pytest.mark.parametrize("first, then", [(0, 16), (16, 0)], ids=["failures_then_successes", "the_reverse"])
@@ -394,7 +394,7 @@ def test_a_phase_change_widens_the_residual_prior_to_its_bound_and_nothing_overf
     surprised = np.arange(16 * 200, 16 * 201)
     selector.update(surprised, np.full(16, then), np.full(16, 16))
     assert selector.last_nis > 1e4
-    assert selector.residual_prior == 100.0 * config.initial_variance
+    assert selector.residual_prior == 100.0 * selector.config.initial_variance
     for _ in range(20):  # and it keeps selecting and updating
         batch = selector.select(16)
         selector.predict(0.01)

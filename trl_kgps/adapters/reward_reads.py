@@ -139,6 +139,20 @@ class ColumnReaders:
         return reasons
 
 
+    def names_column(self, column: str) -> str | None:
+        """
+        Who reads `column` by its name, as a clause (``"the reward function accuracy_reward reads"``): the first
+        reader whose signature names it, or that takes `**kwargs` and whose code names it; `None` when none does. The
+        weaker evidence `reasons` also weighs (a reader that may read any column, a name that says answer) is left out.
+        """
+        for reader in self.readers:
+            if column in reader.arguments:
+                return f"{reader.name} reads"
+            if column in reader.code_names:
+                return f"{reader.name} names in its code"
+        return None
+
+
 def _name(obj: Any) -> str:
     if isinstance(obj, type):
         return obj.__name__

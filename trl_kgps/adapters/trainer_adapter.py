@@ -18,7 +18,7 @@ from ..engine.ledger import BatchLedger
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
 from . import checkpoint, trainer_record
-from .dataset_columns import Metadata, selector_for, with_metadata
+from .dataset_columns import Metadata, copies_that_differ, describe_differing, selector_for, with_metadata
 from .dataset_copies import find_copies
 from .distributed import ParameterDelta
 from .report import add_kgps_section, difficulty_dataset
@@ -143,18 +143,26 @@ class TrainerAdapter(TrainerCallback):
 
     def build_selector(self, dataset: Any, readers: ColumnReaders, copies: PromptCopies) -> PromptSelector:
         """
-        The selector named by `selector` (KGPS by default) over the distinct prompts of `dataset` (`copies`). Unless
-        `config.feature_columns` names them, KGPS shares by the metadata columns it finds
-        (`dataset_columns.with_metadata`), never one that `readers` (the trainer's reward functions and environments)
-        may read, and says which in the main process's log.
+        The selector named by `selector` (KGPS by default) over the distinct prompts of `dataset` (`copies`). KGPS runs
+        with `config` resolved for `dataset` (`dataset_columns.with_metadata`; the selector's `config`): unless
+        `config.feature_columns` names them, it shares by the metadata columns it finds, never one that `readers` (the
+        trainer's reward functions and environments) may read, and says which in the main process's log, with the
+        columns it reads whose values differ between copies of one prompt.
         """
         name = self.selector or "kgps"
         config = self.config
+        main = self.trainer.is_world_process_zero()
         if name == "kgps":
-            config, self.metadata = with_metadata(dataset, config, readers)
-            if self.metadata is not None and self.trainer.is_world_process_zero():
+            config, self.metadata = with_metadata(dataset, config, readers, copies)
+            if self.metadata is not None and main:
                 logger.warning(self.metadata.describe())
-        return selector_for(name, dataset, config, self.trainer.args.seed, copies.first_row)
+        selector = selector_for(name, dataset, config, self.trainer.args.seed, copies.first_row)
+        if name == "kgps" and main:
+            read = [*(config.feature_columns or []), *([config.prior_column] if config.prior_column else [])]
+            differ = copies_that_differ(dataset, read, copies)
+            if differ:
+                logger.warning(describe_differing(differ, copies))
+        return selector
 
     # What the callback reads -----------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import PAPER
+from ..config import PAPER, WITH_METADATA
 
 
 DROPPED_IN = "1.0"
@@ -63,7 +63,8 @@ def kgps_config_fields(state: dict[str, Any]) -> dict[str, Any]:
     if state.get("version") == 2:
         saved = {"shared_variance": 0.0, **saved}
     if state.get("version") in KGPS_STATE_VERSIONS:
-        return {"process_noise_adaptation": 0.0, **saved}
+        # A field it lacks ran at the default of its release, which a `None` now decides: `WITH_METADATA`'s.
+        return {**WITH_METADATA, "process_noise_adaptation": 0.0, **saved}
     return saved
 
 

@@ -139,10 +139,11 @@ class ExperimentalConfig(KGPSConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.shared_variance > 0 and self.shared_drift > 0:
+        if self.shared_variance != 0 and self.shared_drift > 0:
+            shared = "> 0" if self.shared_variance is not None else "unset (1.0 wherever the dataset has metadata)"
             raise ValueError(
-                f"shared_variance > 0 (a factor shared across prompts) works with shared_drift=0, got shared_drift="
-                f"{self.shared_drift!r}: the shared factor already carries the pool's common drift. Set "
+                f"shared_variance {shared} (a factor shared across prompts) works with shared_drift=0, got "
+                f"shared_drift={self.shared_drift!r}: the shared factor already carries the pool's common drift. Set "
                 "shared_variance=0 for it."
             )
 

@@ -66,13 +66,15 @@ class KGPSSelector(FromPretrainedMixin):
     Args:
         num_prompts (`int`): `N`, the size of the prompt pool; prompts are the integers `0 .. N-1`.
         config (`KGPSConfig`, *optional*): hyperparameters; `KGPSConfig()` (the measured default) if omitted,
-            `KGPSConfig.paper()` for the paper's method.
+            `KGPSConfig.paper()` for the paper's method. A field left to the dataset (`None`) takes its value with
+            metadata columns (`config.WITH_METADATA`); `KGPSCallback` decides them from the train dataset first.
         seed (`int`, *optional*, defaults to `0`): seeds the generator of the draws (and of ties between scores).
         features (*optional*): what the prompts share (`shared.design`): a dict from names (e.g. dataset columns)
             to one label per prompt, or to one embedding per prompt; `None` shares one factor by the whole pool.
             `KGPSCallback` reads them from the train dataset's `config.feature_columns`.
 
     Attributes:
+        config (`KGPSConfig`): the config it runs with, every field decided (`KGPSConfig.resolved`).
         mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\) (shared part included).
         variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array; shared part included).
         shared (`SharedFactor` or `None`): the factor shared across prompts.
@@ -110,11 +112,14 @@ class KGPSSelector(FromPretrainedMixin):
                 f"{type(config).__name__} has fields {unread} that {type(self).__name__} does not read: build "
                 "trl_kgps.selectors.experimental.ExperimentalSelector for it (build_selector and KGPSCallback do)."
             )
+        # Without the train dataset, what it would decide is the with-metadata value (`KGPSConfig.resolved`); a
+        # config `with_metadata` resolved already is kept as it is.
+        config = config.resolved(has_metadata=True)
         self._features_given = features is not None
         if features is not None and config.shared_variance == 0:
             raise ValueError(
                 "features were given, but config.shared_variance is 0, so nothing is shared across prompts: set "
-                "shared_variance > 0 (the default is 1.0), or drop the features."
+                "shared_variance > 0 (1.0, the default where the dataset has metadata columns), or drop the features."
             )
         self.num_prompts = num_prompts
         self.config = config
