@@ -178,19 +178,21 @@ def test_a_resumed_epoch_replays_the_rows_it_yielded_and_goes_on_in_turn():
         selector = KGPSSelector(6, KGPSConfig(warmup_epochs=0), seed=1)
         return KGPSRepeatSampler(range(12), 1, 2, selector=selector, warmup_epochs=0, copies=copies)
 
-    def run(sampler, count, start=None):
-        iterator, rows = start or iter(sampler), []
+    def run(sampler, count, iterator=None, skip=0):
+        """`count` rows; each batch yielded is scored, but the first `skip` (a resumed trainer skips them)."""
+        iterator, rows = iterator or iter(sampler), []
         for _ in range(count):
             rows.append(next(iterator))
-            if len(rows) % 2 == 0:  # a batch yielded: the trainer scores it
-                sampler.ledger.observe(sampler.ledger.pending[0].indices, [1, 0], [2, 2])
+            if len(rows) % 2 == 0 and len(rows) > skip:
+                sampler.ledger.observe(sampler.ledger.pending[-1].indices, [1, 0], [2, 2])
         return iterator, rows
 
     original = make()
     run(original, 12)  # the first epoch, six batches
     iterator, head = run(original, 6)  # three batches of the second
     restored = make()
+    restored.selector.load_state_dict(original.selector.state_dict())
     restored.load_state_dict(original.state_dict())
-    replayed = list(restored)
+    _, replayed = run(restored, 12, skip=6)
     assert replayed[:6] == head, "the resumed epoch yields the rows it yielded before the checkpoint"
     assert replayed[6:] == run(original, 6, iterator)[1], "and goes on with the rows the run would have"
