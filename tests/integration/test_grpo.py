@@ -554,12 +554,32 @@ def test_a_reward_function_that_raises_stops_training_and_leaves_kgps_consistent
         ("greso", "GRESOSelector"),
         ("dps", "DPSSelector"),
         ("arcus", "ArcusSelector"),
+        ("gaussian", "GaussianCurriculumSelector"),
+        ("insight", "InSightSelector"),
     ],
 )
 def test_baselines_train_through_the_same_callback(tmp_path, model, tokenizer, name, cls):
     trainer, kgps, _ = train(tmp_path, model, tokenizer, max_steps=14, selector=name)
     assert type(kgps.selector).__name__ == cls and kgps.ledger.batches_chosen > kgps.ledger.warmup_batches
     assert not any("kgps/process_noise" in entry for entry in trainer.state.log_history)
+
+
+def test_the_offline_filter_trains_only_prompts_its_pass_rates_say_are_sometimes_solved(tmp_path, model, tokenizer):
+    rows = prompt_dataset(24)
+    rates = [0.0 if i % 3 == 0 else 1.0 if i % 3 == 1 else 0.5 for i in range(24)]  # 8 prompts kept
+    rows = rows.add_column("pass_rate", rates)
+    events = []
+    kgps = KGPSCallback(KGPSConfig(prior_column="pass_rate"), selector="offline_filter")
+    trl.GRPOTrainer(
+        model=model,
+        reward_funcs=RewardLog(events=events),
+        args=trainer_args(tmp_path, max_steps=8),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    ).train()
+    trained = {i for event in events if event[0] == "scored" for i in event[1]}
+    assert trained == {i for i in range(24) if i % 3 == 2}, "each kept prompt once an epoch of 4 batches, twice in 8"
 
 
 def test_an_unknown_selector_name_is_refused():

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..config import KGPSConfig
+from ..config import WITH_METADATA, KGPSConfig
 from ..engine import older_states, state_file
 from ..engine.copies import PromptCopies
 from ..engine.protocol import PromptSelector
@@ -187,6 +187,22 @@ def _method(config: KGPSConfig) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if name not in RESUMABLE_FIELDS}
 
 
+def _hint(passed: KGPSConfig, saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """
+    The fields to pass so that `passed`, the config the user gave, runs as the `saved` method: each field set
+    otherwise, and each field left to the dataset (`None`) that the config so corrected would decide otherwise than
+    saved (this run decided `current`).
+    """
+    settings = {n: v for n, v in saved.items() if getattr(passed, n) is not None and getattr(passed, n) != v}
+    if passed.feature_columns is None and current["feature_columns"] != saved["feature_columns"]:
+        settings["feature_columns"] = saved["feature_columns"]
+    # Columns named (or nothing shared) decide as with metadata; else this run's dataset decides, as it did.
+    hinted = {**dataclasses.asdict(passed), **settings}
+    decided = WITH_METADATA if hinted["feature_columns"] is not None or hinted["shared_variance"] == 0 else current
+    left = [n for n in saved if getattr(passed, n) is None and n not in settings]
+    return {**settings, **{n: saved[n] for n in left if decided.get(n) != saved[n]}}
+
+
 def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelector, config: KGPSConfig) -> None:
     """
     Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config,
@@ -203,9 +219,10 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
     differ = sorted(name for name in current if saved.get(name) != current[name])
     if differ:
         changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
-        passed = dataclasses.asdict(experimental(config))  # as the user set it: `None` asks KGPS to find columns
-        settings = {name: value for name, value in saved.items() if passed[name] != value}
-        kind = "ExperimentalConfig" if settings.keys() & EXPERIMENTAL_DEFAULTS else "KGPSConfig"
-        settings = f"{kind}({', '.join(f'{name}={value!r}' for name, value in settings.items())})"
-        hint = older_states.config_hint(state) or f"pass KGPSCallback({settings}), the config it was saved with"
+        hint = older_states.config_hint(state)
+        if hint is None:
+            settings = _hint(experimental(config), saved, current)
+            kind = "ExperimentalConfig" if settings.keys() & EXPERIMENTAL_DEFAULTS else "KGPSConfig"
+            settings = f"{kind}({', '.join(f'{name}={value!r}' for name, value in settings.items())})"
+            hint = f"pass KGPSCallback({settings}), the config it was saved with"
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

@@ -329,9 +329,10 @@ def selector_for(
     or values KGPS cannot use.
     """
     num_prompts = len(dataset) if rows is None else len(rows)
-    if name != "kgps":
+    if name not in ("kgps", "offline_filter"):  # the selectors that read columns: KGPS, and the filter its rates
         return build_selector(name, num_prompts, config, seed)
-    features = read_features(dataset, config.feature_columns or None, config.prior_column)
+    columns = config.feature_columns or None if name == "kgps" else None
+    features = read_features(dataset, columns, config.prior_column)
     if features is not None and rows is not None and num_prompts != len(dataset):
         features = {name: _at(values, rows) for name, values in features.items()}
     return build_selector(name, num_prompts, config, seed, features)

@@ -243,7 +243,7 @@ def _train(script_args, training_args, kgps_args, model_args) -> dict:
                 "of rows with 'prompt' and 'solution' columns, or a dataset on the Hub (online)."
             ) from None
         eval_dataset, reward = None, accuracy_reward
-    if kgps_args.feature_columns is None and kgps_args.shared_variance > 0 and "level" in train_dataset.column_names:
+    if kgps_args.feature_columns is None and kgps_args.shared_variance != 0 and "level" in train_dataset.column_names:
         # Its data's difficulty level: what KGPS shares across prompts, unless --feature_columns names others
         # (--shared_variance 0 shares nothing).
         kgps_args = dataclasses.replace(kgps_args, feature_columns=["level"])

@@ -198,7 +198,7 @@ def write(
     if trainer is not None:
         meta["trainer"] = {key: int(value) for key, value in trainer.items()}
     if COPIES in arrays:
-        meta["copies"] = {"key": copies.key}
+        meta["copies"] = {"key": copies.key, "columns": list(copies.columns)}
     path = os.path.join(directory, STATE_FILE)
     save(path, arrays, meta)
     return path
@@ -295,7 +295,8 @@ def saved_copies(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> PromptC
     """The rows that are copies of one prompt in a state file's `arrays` and `meta`; `None`: one prompt per row."""
     if COPIES not in arrays:
         return None
-    return PromptCopies(arrays[COPIES], key=meta.get("copies", {}).get("key"))
+    saved = meta.get("copies", {})
+    return PromptCopies(arrays[COPIES], key=saved.get("key"), columns=tuple(saved.get("columns", ())))
 
 
 def selector_state(
