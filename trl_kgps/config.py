@@ -146,6 +146,9 @@ class KGPSConfig:
             Column of another model's success rates in `[0, 1]` each belief starts from; `None` reads none.
         prompt_key (`str` or `None`, *optional*, defaults to `"prompt"`):
             Column whose equal values mark copies of one prompt, which share one belief; `None`: one per row.
+        copies_weight (`str`, *optional*, defaults to `"prompt"`):
+            How copies weigh in the draw: `"prompt"` each distinct prompt once (DAPO-Math-17k's 100 copies),
+            `"rows"` in proportion to its rows (a mixture upsampled by duplication). Needs `selection="sample"`.
         shared_noise_share (`float`, *optional*, defaults to `0.5`):
             Share of each round's process noise that goes to the shared part. In `[0, 1]`.
         residual_adaptation (`float`, *optional*, defaults to `0.05`):
@@ -268,9 +271,18 @@ class KGPSConfig:
         metadata={
             "help": "Train-dataset column whose equal values mark copies of one prompt, which share one belief and "
             "are chosen as one (a dataset that repeats its prompts, as DAPO-Math-17k does 100 times); KGPS trains on "
-            "each prompt's first row. 'prompt' (the default) compares the prompts as stored (every row is its own "
+            "a prompt's rows in turn. 'prompt' (the default) compares the prompts as stored (every row is its own "
             "prompt when the dataset holds images, video or audio); an id column groups rows by id; None keeps one "
             "belief per row.",
+        },
+    )
+    copies_weight: str = field(
+        default="prompt",
+        metadata={
+            "help": "How copies of a prompt weigh when the next batch is drawn: 'prompt' (each distinct prompt once, "
+            "whatever its rows, as a dataset of 100 copies of every prompt expects) or 'rows' (in proportion to its "
+            "rows, as a mixture upsampled by duplication expects). Needs selection='sample'.",
+            "choices": ["prompt", "rows"],
         },
     )
     shared_variance: float | None = field(
@@ -457,6 +469,20 @@ class KGPSConfig:
                 self.prompt_key,
                 "be a column name of the train dataset or None",
                 "use 'prompt' (the default), an id column, or None for one belief per row",
+            )
+        if self.copies_weight not in ("prompt", "rows"):
+            raise refusal(
+                "copies_weight",
+                self.copies_weight,
+                "be one of ('prompt', 'rows')",
+                "use 'prompt' (each distinct prompt weighs once) or 'rows' (copies weigh by their rows)",
+            )
+        if self.copies_weight == "rows" and self.selection != "sample":
+            raise refusal(
+                "copies_weight",
+                self.copies_weight,
+                f"go with selection='sample', whose draw it weighs (selection={self.selection!r} draws nothing)",
+                "use selection='sample', or copies_weight='prompt'",
             )
         if self.shared_variance is not None and not (
             is_real(self.shared_variance) and 0 <= self.shared_variance <= MAX_LOGIT_VARIANCE

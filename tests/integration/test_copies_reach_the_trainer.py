@@ -11,7 +11,7 @@ import trl
 from datasets import Dataset
 from harness import trainer_args
 
-from trl_kgps import KGPSCallback
+from trl_kgps import KGPSCallback, KGPSConfig
 
 
 class RowProbe(trl.GRPOTrainer):
@@ -77,3 +77,20 @@ def test_an_upsampled_source_keeps_trls_share_under_uniform(tmp_path, model, tok
     share = float(np.mean(seen < 40))
     assert share == pytest.approx(40 / 60), "TRL's order: each row once an epoch, the upsampled source 2/3"
     assert sorted(set(seen.tolist())) == list(range(60))
+
+
+def test_kgps_weighs_an_upsampled_source_by_its_rows_only_when_asked(tmp_path, model, tokenizer, caplog):
+    source_a = [f"p{i % 4} a" for i in range(40)]  # 4 prompts on 10 rows each: 40 of 60 rows, 4 of 24 prompts
+    rows = Dataset.from_dict(
+        {"prompt": source_a + [f"p{i} b" for i in range(20)], "answer": ["a"] * 60, "idx": list(range(60))}
+    ).shuffle(seed=0)
+    shares = {}
+    for weight in ("prompt", "rows"):
+        kgps = KGPSCallback(KGPSConfig(copies_weight=weight))
+        with caplog.at_level(logging.WARNING, logger="trl_kgps"):
+            seen = probe(tmp_path / weight, model, tokenizer, rows, [kgps], max_steps=30)
+        shares[weight] = float(np.mean(seen < 40))
+        said = "weighs each prompt by its rows" if weight == "rows" else "weighs each prompt once in selection"
+        assert said in caplog.text
+    # by prompt the source's 4 of 24 prompts get about 1/6 of the draws, by rows about 2/3
+    assert shares["prompt"] < 0.35 < 0.45 < shares["rows"], shares

@@ -196,3 +196,33 @@ def test_a_resumed_epoch_replays_the_rows_it_yielded_and_goes_on_in_turn():
     _, replayed = run(restored, 12, skip=6)
     assert replayed[:6] == head, "the resumed epoch yields the rows it yielded before the checkpoint"
     assert replayed[6:] == run(original, 6, iterator)[1], "and goes on with the rows the run would have"
+
+
+def test_copies_weigh_by_rows_in_the_draw_when_asked():
+    """With `copies_weight="rows"`, a prompt's chance to be drawn alone is rows_i * u_i^(1/T) / sum (a chi-square
+    against that law, the utilities from the selector's `scores`); with the default, u_i^(1/T) / sum."""
+    from scipy import stats
+
+    rows = np.array([1, 2, 3, 1, 4])
+    for weight in ("rows", "prompt"):
+        config = KGPSConfig(copies_weight=weight, selection_temperature=0.5, feature_columns=[])
+        selector = KGPSSelector(5, config, seed=0, rows_per_prompt=rows)
+        selector.update([0, 1, 2, 3], [7, 1, 4, 0], [8, 8, 8, 8])
+        u = selector.scores().astype(np.float64)
+        law = u ** (1 / 0.5) * (rows if weight == "rows" else 1)
+        draws = np.bincount([selector.select(1)[0] for _ in range(6000)], minlength=5)
+        assert stats.chisquare(draws, 6000 * law / law.sum()).pvalue > 1e-3, weight
+
+
+@pytest.mark.parametrize(
+    "config, rows, match",
+    [
+        (dict(copies_weight="rows", selection="top"), None, r"copies_weight must go with selection='sample'"),
+        (dict(copies_weight="row"), None, r"copies_weight must be one of \('prompt', 'rows'\), got 'row'"),
+        (dict(copies_weight="rows"), np.array([1, 0, 2]), r"rows_per_prompt must hold one count >= 1 per prompt \(3\)"),
+        (dict(copies_weight="rows"), np.array([1, 2]), r"rows_per_prompt must hold one count >= 1 per prompt"),
+    ],
+)
+def test_a_copies_weight_it_cannot_apply_is_refused_naming_the_fix(config, rows, match):
+    with pytest.raises(ValueError, match=match):
+        KGPSSelector(3, KGPSConfig(**config), rows_per_prompt=rows)

@@ -319,13 +319,19 @@ def with_metadata(
 
 
 def selector_for(
-    name: str, dataset: Any, config: KGPSConfig, seed: int, rows: np.ndarray | None = None
+    name: str,
+    dataset: Any,
+    config: KGPSConfig,
+    seed: int,
+    rows: np.ndarray | None = None,
+    rows_per_prompt: np.ndarray | None = None,
 ) -> PromptSelector:
     """
     The selector `name` (see `selectors.SELECTORS`) over the prompts of `dataset` at `rows` (`(P,)`, each distinct
     prompt's first row; unset: every row); KGPS shares across them by the columns `config.feature_columns` (none when
     unset or `[]`; `with_metadata` names the ones a dataset holds), each prompt by its first row's values
-    (`copies_that_differ` finds the prompts whose copies disagree). Raises `ValueError` for a column the dataset lacks
+    (`copies_that_differ` finds the prompts whose copies disagree), each weighing by its `rows_per_prompt` (`(P,)`)
+    where `config.copies_weight="rows"`. Raises `ValueError` for a column the dataset lacks
     or values KGPS cannot use.
     """
     num_prompts = len(dataset) if rows is None else len(rows)
@@ -335,7 +341,7 @@ def selector_for(
     features = read_features(dataset, columns, config.prior_column)
     if features is not None and rows is not None and num_prompts != len(dataset):
         features = {name: _at(values, rows) for name, values in features.items()}
-    return build_selector(name, num_prompts, config, seed, features)
+    return build_selector(name, num_prompts, config, seed, features, rows_per_prompt)
 
 
 def _at(values: Any, rows: np.ndarray) -> Any:

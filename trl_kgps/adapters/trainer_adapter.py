@@ -135,7 +135,8 @@ class TrainerAdapter(TrainerCallback):
         if copies.copies and (self.requested_selector == "uniform" or tracked == copies.num_rows):
             copies, notes = PromptCopies.by_row(copies.num_rows), []
         if copies.copies:
-            notes.insert(0, copies.describe())
+            by_rows = self.requested_selector in (None, "kgps") and self.config.copies_weight == "rows"
+            notes.insert(0, copies.describe(weigh_by_rows=by_rows))
         if self.trainer.is_world_process_zero():
             for note in notes:
                 logger.warning(note)
@@ -156,7 +157,9 @@ class TrainerAdapter(TrainerCallback):
             config, self.metadata = with_metadata(dataset, config, readers, copies)
             if self.metadata is not None and main:
                 logger.warning(self.metadata.describe())
-        selector = selector_for(name, dataset, config, self.trainer.args.seed, copies.first_row)
+        selector = selector_for(
+            name, dataset, config, self.trainer.args.seed, copies.first_row, copies.rows_per_prompt
+        )
         if name == "kgps" and main:
             read = [*(config.feature_columns or []), *([config.prior_column] if config.prior_column else [])]
             differ = copies_that_differ(dataset, read, copies)

@@ -99,12 +99,19 @@ class PromptCopies:
         """What made rows copies, for the log: ``"'prompt' and 'answer'"``."""
         return " and ".join(repr(name) for name in (self.key, *self.columns))
 
-    def describe(self) -> str:
-        """One line for the log: how many rows are copies, of what, and how they train."""
+    def describe(self, weigh_by_rows: bool = False) -> str:
+        """One line for the log: how many rows are copies, of what, how they weigh in selection (`weigh_by_rows`:
+        `KGPSConfig(copies_weight="rows")`) and how they train."""
         if not self.copies:
             return f"{self.num_prompts:,} prompts, no copies"
+        weigh = (
+            "weighs each prompt by its rows in selection"
+            if weigh_by_rows
+            else "weighs each prompt once in selection whatever its rows (KGPSConfig(copies_weight='rows') weighs by "
+            "rows)"
+        )
         return (
             f"{self.num_rows:,} rows hold {self.num_prompts:,} distinct prompts (rows with equal {self.identity}; "
-            f"{self.copies:,} rows repeat an earlier row's): KGPS keeps one belief per prompt, weighs each prompt "
-            "once in selection whatever its rows, and trains on a prompt's rows in turn, each time it is chosen"
+            f"{self.copies:,} rows repeat an earlier row's): KGPS keeps one belief per prompt, {weigh}, and trains "
+            "on a prompt's rows in turn, each time it is chosen"
         )

@@ -179,10 +179,17 @@ class ExperimentalSelector(KGPSSelector):
 
     _config_class = ExperimentalConfig
 
-    def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features: Any = None):
+    def __init__(
+        self,
+        num_prompts: int,
+        config: KGPSConfig | None = None,
+        seed: int = 0,
+        features: Any = None,
+        rows_per_prompt: Any = None,
+    ):
         if config is not None and not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
-        super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features)
+        super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features, rows_per_prompt)
         self._pass = CandidatePass(self.num_prompts)
         self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
 

@@ -72,6 +72,9 @@ class KGPSSelector(FromPretrainedMixin):
         features (*optional*): what the prompts share (`shared.design`): a dict from names (e.g. dataset columns)
             to one label per prompt, or to one embedding per prompt; `None` shares one factor by the whole pool.
             `KGPSCallback` reads them from the train dataset's `config.feature_columns`.
+        rows_per_prompt (`ArrayLike` of shape `(N,)`, *optional*): each prompt's rows in the train dataset (its
+            copies); with `config.copies_weight="rows"` the draw's probability of a prompt, \(u^{1/T}\), is
+            multiplied by them. Unset: one row each.
 
     Attributes:
         config (`KGPSConfig`): the config it runs with, every field decided (`KGPSConfig.resolved`).
@@ -100,7 +103,14 @@ class KGPSSelector(FromPretrainedMixin):
     # The config class whose fields this selector reads.
     _config_class = KGPSConfig
 
-    def __init__(self, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features: Any = None):
+    def __init__(
+        self,
+        num_prompts: int,
+        config: KGPSConfig | None = None,
+        seed: int = 0,
+        features: Any = None,
+        rows_per_prompt: Any = None,
+    ):
         num_prompts = as_num_prompts(num_prompts)
         if config is None:
             config = KGPSConfig()
@@ -124,6 +134,16 @@ class KGPSSelector(FromPretrainedMixin):
         self.num_prompts = num_prompts
         self.config = config
         self.seed = seed
+        # w_i = rows_i^T, which multiplies a prompt's score in the draw: its probability u_i^(1/T) times rows_i.
+        self._row_weight = None
+        if config.copies_weight == "rows" and rows_per_prompt is not None:
+            rows = np.asarray(rows_per_prompt)
+            if rows.shape != (num_prompts,) or rows.dtype.kind not in "iu" or (rows < 1).any():
+                raise ValueError(
+                    f"rows_per_prompt must hold one count >= 1 per prompt ({num_prompts}), got shape {rows.shape} "
+                    f"({rows.dtype}): pass each prompt's number of rows (PromptCopies.rows_per_prompt)."
+                )
+            self._row_weight = rows.astype(np.float64) ** config.selection_temperature
         self._filter = self._new_filter(features)
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._utility = Utility(self._points)
@@ -327,18 +347,19 @@ class KGPSSelector(FromPretrainedMixin):
         if config.selection == "top" and config.candidates == 0 and self._uses_ranking:  # the paper's, exact fast
             f = self._filter
             return self._ranking.select(f.m, f.P, f.c, batch_size, excluded, self._rng)
+        score, bound = self._score, self._score_bound
+        if self._row_weight is not None:  # copies weigh by their rows: each score times w_i = rows_i^T
+            score, bound = self._score_by_rows, self._score_bound * float(self._row_weight.max())
         if config.selection == "sample" and config.candidates == 0:  # the default, in O(B): `_draw.whole_pool_draw`
             return whole_pool_draw(
-                self.num_prompts,
-                self._score,
-                self._score_bound,
-                batch_size,
-                excluded,
-                self._rng,
-                config.selection_temperature,
+                self.num_prompts, score, bound, batch_size, excluded, self._rng, config.selection_temperature
             )
         pool = self._candidates(batch_size, excluded)
-        return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
+        return draw(pool, score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
+
+    def _score_by_rows(self, indices: np.ndarray) -> np.ndarray:
+        """`_score` times each prompt's rows to the power `T`: the draw's probabilities then grow with the rows."""
+        return self._score(indices) * self._row_weight[indices]
 
     def _candidates(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
         """`ceil(candidates * batch_size)` prompts drawn at random, or every prompt not excluded with `candidates=0`."""

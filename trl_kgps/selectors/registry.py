@@ -26,11 +26,16 @@ SELECTORS: dict[str, type] = {
 
 
 def build_selector(
-    name: str, num_prompts: int, config: KGPSConfig | None = None, seed: int = 0, features=None
+    name: str,
+    num_prompts: int,
+    config: KGPSConfig | None = None,
+    seed: int = 0,
+    features=None,
+    rows_per_prompt=None,
 ) -> PromptSelector:
     """
-    The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config` and `features` (see
-    `KGPSSelector`) matter to KGPS, which is an `ExperimentalSelector` for an `ExperimentalConfig`, and to
+    The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config`, `features` and `rows_per_prompt`
+    (see `KGPSSelector`) matter to KGPS, which is an `ExperimentalSelector` for an `ExperimentalConfig`, and to
     `offline_filter`, which reads its profiled pass rates from `features[config.prior_column]` (an `(N,)` array or
     `Rates`, as `dataset_columns.read_features` returns them).
     """
@@ -38,7 +43,7 @@ def build_selector(
         raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
     if SELECTORS[name] is KGPSSelector:
         kgps = ExperimentalSelector if isinstance(config, ExperimentalConfig) else KGPSSelector
-        return kgps(num_prompts, config, seed=seed, features=features)
+        return kgps(num_prompts, config, seed=seed, features=features, rows_per_prompt=rows_per_prompt)
     if SELECTORS[name] is OfflineFilterSelector:
         return OfflineFilterSelector(num_prompts, _profiled_rates(config, features), seed=seed)
     return SELECTORS[name](num_prompts, seed=seed)
