@@ -226,3 +226,20 @@ def test_copies_weigh_by_rows_in_the_draw_when_asked():
 def test_a_copies_weight_it_cannot_apply_is_refused_naming_the_fix(config, rows, match):
     with pytest.raises(ValueError, match=match):
         KGPSSelector(3, KGPSConfig(**config), rows_per_prompt=rows)
+
+
+def test_copies_weighed_by_rows_choose_as_by_prompt_when_every_prompt_has_as_many_rows():
+    """Every prompt on 20 rows (the suite's `copies_20`): the weights are one constant, and the draw is the same, bit
+    for bit, over 300 rounds of updates and drift."""
+    rng = np.random.default_rng(0)
+    by_prompt = KGPSSelector(512, KGPSConfig(feature_columns=[]), seed=3)
+    by_rows = KGPSSelector(
+        512, KGPSConfig(copies_weight="rows", feature_columns=[]), seed=3, rows_per_prompt=np.full(512, 20)
+    )
+    for _ in range(300):
+        batch = by_prompt.select(4)
+        np.testing.assert_array_equal(by_rows.select(4), batch)
+        successes = rng.integers(0, 9, 4)
+        for selector in (by_prompt, by_rows):
+            selector.update(batch, successes, np.full(4, 8))
+            selector.predict(0.01)
