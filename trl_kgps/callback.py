@@ -34,8 +34,10 @@ class KGPSCallback(TrainerCallback):
             The fields it leaves to the dataset (`None`) are decided when training starts; `effective_config` holds
             the config that runs.
         selector (`str` or `PromptSelector`, *optional*): `"kgps"` (the default); a baseline to compare with,
-            `"uniform"` (TRL's order), `"mopps"`, `"greso"` or `"dps"`, built for the train dataset and seeded with
-            `args.seed`; or any `PromptSelector`, such as a selector of one's own or a restored `KGPSSelector`.
+            `"uniform"` (TRL's order), `"mopps"`, `"greso"`, `"dps"`, `"arcus"`, `"gaussian"`, `"insight"` or
+            `"offline_filter"` (its pass rates in the column `config.prior_column`), built for the train dataset and
+            seeded with `args.seed`; or any `PromptSelector`, such as a selector of one's own or a restored
+            `KGPSSelector`.
         trainer (`Trainer`, *optional*): the trainer, for the explicit form.
         drop_zero_advantage (`bool`, *optional*, defaults to `False`): under `AsyncGRPOTrainer`, a group whose
             completions all get the same reward never reaches the optimizer (KGPS still learns from it) and the worker
