@@ -17,12 +17,22 @@ of `--repeats`:
 4. the peak memory of each `train()` with its checkpoint, in a process of its own (`VmHWM` less the memory before
    `train()`, Linux), the dataset memory-mapped from disk; medians of `--repeats` processes.
 
-Run: `python benchmarks/bench_startup.py` (two minutes on 2 CPU cores; defaults `--rows 1000000 --copies 1 --repeats 3`).
+With `--shapes`, instead: the start-up's parts that read the prompts (`find_copies`, `with_metadata`) and the first
+save's digest, in CPU seconds, for prompts written as text, as conversations (`[{"role": "system", ...}, {"role":
+"user", ...}]`) and as conversations whose messages carry a key that is `None` on every row (`"name"`), on 200,000 and
+`--rows` rows, in the table's order and shuffled (an indices mapping over every row), each dataset saved to disk and
+memory-mapped back (in chunks of 1,000 rows, as `datasets` stores a download); each figure with its ratio to the text
+prompts' of the same rows and order, measured in the same run, the shapes taking turns.
+
+Run: `python benchmarks/bench_startup.py` (two minutes on 2 CPU cores; defaults `--rows 1000000 --copies 1
+--repeats 3`); `python benchmarks/bench_startup.py --shapes` (five minutes).
 """
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import statistics
 import subprocess
 import sys
@@ -44,6 +54,8 @@ from trl_kgps.tasks.tiny import WORDS, grpo_config, word_model, word_tokenizer
 
 
 TYPES = ["Algebra", "Geometry", "Counting", "Number", "Prealgebra", "Precalculus", "Intermediate"]
+SHAPES = ("text", "conversation", "conversation, 'name' None")
+SYSTEM = "Solve the problem. Put the final answer after 'Answer:'."
 
 
 def reward(completions, answer, **kwargs):
@@ -53,20 +65,29 @@ def reward(completions, answer, **kwargs):
 
 def math_like(rows: int, copies: int, seed: int = 0) -> Dataset:
     """`rows` rows of `rows // copies` problems (the last ones fewer), shuffled, all but one selected."""
+    return math_table(rows, copies, seed).shuffle(seed=seed).select(range(rows - 1))
+
+
+def math_table(rows: int, copies: int, seed: int = 0, shape: str = "text") -> Dataset:
+    """`rows` rows of `rows // copies` problems in order, each prompt written in `shape` (`SHAPES`)."""
     rng = np.random.default_rng(seed)
     problems = -(-rows // copies)
     problem = np.arange(rows) // copies  # each row's problem
     a, b = rng.integers(0, 1000, problems), rng.integers(0, 1000, problems)
-    table = Dataset.from_dict(
+    texts = [f"p{k % 64} a b: problem {k}, what is {a[k]} + {b[k]}? Answer with a number." for k in problem]
+    if shape != "text":
+        name = {"name": None} if shape != "conversation" else {}
+        system = {"role": "system", "content": SYSTEM, **name}
+        texts = [[system, {"role": "user", "content": text, **name}] for text in texts]
+    return Dataset.from_dict(
         {
-            "prompt": [f"p{k % 64} a b: problem {k}, what is {a[k]} + {b[k]}? Answer with a number." for k in problem],
+            "prompt": texts,
             "answer": (a + b)[problem].astype(str).tolist(),
             "level": rng.integers(1, 6, problems)[problem].tolist(),
             "type": rng.choice(TYPES, problems)[problem].tolist(),
             "source": rng.choice([f"source_{j}" for j in range(9)], problems)[problem].tolist(),
         }
     )
-    return table.shuffle(seed=seed).select(range(rows - 1))
 
 
 class TimedKGPS(KGPSCallback):
@@ -132,11 +153,11 @@ def parts(dataset, repeats: int) -> dict[str, tuple[float, float]]:
     """Each part of the one line's start-up and of its first save, called by itself as `train()` calls it."""
     readers, config, layout = ColumnReaders.of([reward]), KGPSConfig(), grpo_config(tempfile.gettempdir())
     batch_size = layout.generation_batch_size // layout.num_generations  # prompts per generation batch
-    copies = find_copies(dataset, config.prompt_key, batch_size)
+    copies, _ = find_copies(dataset, config.prompt_key, batch_size, readers)
     found, _ = with_metadata(dataset, config, readers)
     return {
         "numbering the distinct prompts (find_copies)": median_seconds(
-            lambda: find_copies(dataset, config.prompt_key, batch_size), repeats
+            lambda: find_copies(dataset, config.prompt_key, batch_size, readers), repeats
         ),
         "finding the columns (with_metadata)": median_seconds(
             lambda: with_metadata(dataset, config, readers), repeats
@@ -146,6 +167,57 @@ def parts(dataset, repeats: int) -> dict[str, tuple[float, float]]:
         ),
         "the rows digest (prompts_digest)": median_seconds(lambda: prompts_digest(dataset), repeats),
     }
+
+
+def shapes(sizes: list[int], repeats: int) -> list[dict]:
+    """
+    The CPU seconds of the parts that read the prompts (`find_copies`, `with_metadata`, `prompts_digest`), for each
+    size, order and prompt shape; medians of `repeats`, the shapes taking turns within each repeat, so that the
+    ratios hold on a machine whose load varies.
+    """
+    readers, config, layout = ColumnReaders.of([reward]), KGPSConfig(), grpo_config(tempfile.gettempdir())
+    batch_size = layout.generation_batch_size // layout.num_generations
+    calls = {
+        "copies": lambda dataset: find_copies(dataset, config.prompt_key, batch_size, readers),
+        "metadata": lambda dataset: with_metadata(dataset, config, readers),
+        "digest": prompts_digest,
+    }
+    figures = []
+    for rows in sizes:
+        with contextlib.ExitStack() as stack:
+            stored = {}
+            for shape in SHAPES:
+                folder = stack.enter_context(tempfile.TemporaryDirectory())
+                math_table(rows, 1, shape=shape).save_to_disk(folder)
+                stored[shape] = load_from_disk(folder)  # memory-mapped, in chunks of 1,000 rows
+            for order in ("in order", "shuffled"):
+                datasets_ = {shape: d if order == "in order" else d.shuffle(seed=0) for shape, d in stored.items()}
+                cpu = {(shape, part): [] for shape in SHAPES for part in calls}
+                for _ in range(repeats):
+                    for shape, part in cpu:
+                        cpu[shape, part].append(median_seconds(lambda: calls[part](datasets_[shape]), 1)[1])
+                for shape in SHAPES:
+                    median = {part: statistics.median(cpu[shape, part]) for part in calls}
+                    median["start-up"] = median["copies"] + median["metadata"]
+                    figures.append({"rows": rows, "shape": shape, "order": order, "cpu": median})
+    return figures
+
+
+def print_shapes(figures: list[dict], repeats: int) -> None:
+    columns = ("copies", "metadata", "start-up", "digest")
+    with open("/proc/cpuinfo") as f:  # Linux
+        processor = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    print(f"{processor}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f} at the end")
+    print(
+        f"CPU seconds, medians of {repeats} (the ratio to text prompts of the same rows and order): copies = "
+        "find_copies, metadata = with_metadata, start-up = both, digest = prompts_digest (the first save's)"
+    )
+    print(f"{'rows':>9}  {'order':8}  {'prompt':26}" + "".join(f"  {name:>14}" for name in columns))
+    text = {(f["rows"], f["order"]): f["cpu"] for f in figures if f["shape"] == "text"}
+    for f in figures:
+        base = text[f["rows"], f["order"]]
+        cells = "".join(f"  {f['cpu'][name]:6.3f} ({f['cpu'][name] / base[name]:4.1f}x)" for name in columns)
+        print(f"{f['rows']:>9,}  {f['order']:8}  {f['shape']:26}{cells}")
 
 
 def peak_memory(path: str, kgps: bool) -> int:
@@ -172,6 +244,9 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=1, help="rows per distinct problem (the same prompt and answer)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write every figure to this file")
+    parser.add_argument(
+        "--shapes", action="store_true", help="only the parts that read the prompts, by prompt (text, conversation)"
+    )
     parser.add_argument("--memory_of", help=argparse.SUPPRESS)
     parser.add_argument("--kgps", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -183,6 +258,13 @@ def main() -> None:
     logging.getLogger("trl_kgps").setLevel(logging.ERROR)  # the columns found, at every run: printed once below
     if args.memory_of:
         memory_child(args.memory_of, args.kgps)
+        return
+    if args.shapes:
+        figures = shapes(sorted({200_000, args.rows}), args.repeats)
+        print_shapes(figures, args.repeats)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"args": vars(args), "shapes": figures}, f, indent=1)
         return
 
     t0 = time.perf_counter()

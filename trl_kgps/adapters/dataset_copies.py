@@ -106,21 +106,92 @@ def _first_appearance(codes: np.ndarray) -> np.ndarray:
 
 
 def _comparable(values: pa.Array) -> pa.Array:
-    """`values` as an array Arrow can encode as a dictionary, equal where the values are equal: labels as they are, a
-    conversation (`[{"role", "content"}, ...]` with text fields) as one string, anything else as sorted JSON."""
+    """`values` as an array Arrow can encode as a dictionary, equal where and only where the values are equal: labels
+    as they are, a conversation (`[{"role", "content", ...}, ...]` whose fields hold texts, integers, booleans, lists
+    and structs of them, or nothing on every row) as bytes written by Arrow (`_keys`), anything else as sorted JSON."""
     kind = values.type
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        item = kind.value_type
-        if pa.types.is_struct(item) and all(_is_text(item.field(i).type) for i in range(item.num_fields)):
-            messages = pc.list_flatten(values)
-            fields = [pc.fill_null(messages.field(i), "") for i in range(item.num_fields)]
-            text = pc.binary_join_element_wise(*fields, "\x1f") if len(fields) > 1 else fields[0]
-            lengths = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
-            offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), type=pa.int64())
-            return pc.binary_join(pa.LargeListArray.from_arrays(offsets, text), "\x1e")
     if any(is_(kind) for is_ in (pa.types.is_integer, pa.types.is_boolean, _is_text, pa.types.is_binary)):
         return values
+    if _has_key(kind):
+        return _keys(values)
     return pa.array([json.dumps(value, sort_keys=True, default=str) for value in values.to_pylist()])
+
+
+# Bytes that no UTF-8 text holds, which mark where the texts of one value begin and end in its key (`_key`).
+_END, _MISSING, _STRUCT, _LIST, _LIST_END = b"\xff", b"\xfe", b"\xfd", b"\xfc", b"\xfb"
+
+
+def _has_key(kind: pa.DataType) -> bool:
+    """Whether Arrow writes every value of type `kind` as its key (`_key`)."""
+    if pa.types.is_struct(kind):
+        return all(_has_key(field.type) for field in kind)
+    if _is_list(kind):
+        return _has_key(kind.value_type)
+    return any(is_(kind) for is_ in (pa.types.is_null, _is_text, pa.types.is_integer, pa.types.is_boolean))
+
+
+def _keys(values: pa.Array) -> pa.Array:
+    """`(n,)` large_binary: each of `values`, of a type `_has_key` accepts, as its key (`_key`); a list as its items'
+    keys alone (`_joined`), a missing one missing: its brackets tell nothing more at the top."""
+    if _is_list(values.type):
+        return _joined(values)
+    return _concatenated(_key(values), len(values))
+
+
+def _key(values: pa.Array) -> list[pa.Array | bytes]:
+    """
+    The pieces of each value's key, bytes read back to the value alone by its type, so that two keys are equal where
+    and only where the values are: a text (its UTF-8 bytes), an integer or a boolean (its text) and `_END`; a struct as
+    `_STRUCT` and its fields in order; a list as `_LIST`, its items and `_LIST_END`. A missing value is `_MISSING` (a
+    missing text, integer or boolean `_MISSING` and `_END`), as is every value of a field missing on every row.
+    """
+    kind = values.type
+    if pa.types.is_null(kind):
+        return [_MISSING]
+    if _is_text(kind):
+        return [values.cast(pa.large_binary()), _END]
+    if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        return [values.cast(pa.large_string()).cast(pa.large_binary()), _END]  # -3, true
+    if pa.types.is_struct(kind):
+        pieces = [_STRUCT, *(piece for i in range(kind.num_fields) for piece in _key(values.field(i)))]
+    else:
+        pieces = [_LIST, _joined(values), _LIST_END]
+    if not values.null_count:
+        return pieces
+    missing = pa.scalar(_MISSING, pa.large_binary())
+    return [pc.if_else(pc.is_valid(values), _concatenated(pieces, len(values)), missing)]
+
+
+def _joined(values: pa.Array) -> pa.Array:
+    """`(n,)` large_binary: the keys of each list's items one after the other, as they lie among all the items' keys
+    (uncopied), a missing list missing."""
+    lengths = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(values)
+    items = _concatenated(_key(flat), len(flat))
+    ends = np.frombuffer(items.buffers()[1], dtype=np.int64)[: len(items) + 1]  # where each item's key ends
+    offsets = pa.py_buffer(ends[np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])])
+    data = items.buffers()[2] or pa.py_buffer(b"")
+    joined = pa.Array.from_buffers(pa.large_binary(), len(values), [None, offsets, data])
+    return pc.if_else(pc.is_valid(values), joined, pa.scalar(None, pa.large_binary())) if values.null_count else joined
+
+
+def _concatenated(pieces: list[pa.Array | bytes], n: int) -> pa.Array:
+    """`(n,)` large_binary: the pieces (arrays, or bytes on every row) in turn, a missing value `_MISSING`."""
+    merged: list[pa.Array | bytes] = []
+    for piece in pieces:  # neighbouring bytes as one
+        if isinstance(piece, bytes) and merged and isinstance(merged[-1], bytes):
+            merged[-1] += piece
+        else:
+            merged.append(piece)
+    if all(isinstance(piece, bytes) for piece in merged):
+        return pa.repeat(pa.scalar(b"".join(merged), pa.large_binary()), n)
+    large = [pa.scalar(piece, pa.large_binary()) if isinstance(piece, bytes) else piece for piece in merged]
+    separator = pa.scalar(b"", pa.large_binary())
+    return pc.binary_join_element_wise(*large, separator, null_handling="replace", null_replacement=_MISSING)
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
 
 
 def _is_text(kind: pa.DataType) -> bool:

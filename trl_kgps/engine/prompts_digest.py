@@ -13,9 +13,12 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .lexicographic import row_keys
 
@@ -37,6 +40,18 @@ _COMBINED_BYTES = 2**31
 # `datasets` features whose values are stored as `{"bytes", "path"}`: digested by their bytes, or else by their file's
 # name, so that a dataset reading its files from another folder (another machine, another cache) still fits.
 _MEDIA = {"Image", "Audio", "Video", "Pdf", "Nifti"}
+# The characters `json.dumps` escapes as two, the backslash first: it begins the others.
+_SHORT_ESCAPES = (
+    ("\\", "\\\\"),
+    ('"', '\\"'),
+    ("\n", "\\n"),
+    ("\r", "\\r"),
+    ("\t", "\\t"),
+    ("\b", "\\b"),
+    ("\f", "\\f"),
+)
+# A nested column's JSON texts are written this many rows at a time: few calls, a bounded copy.
+_ROWS_PER_WRITE = 65_536
 
 
 def prompts_digest(dataset: Any) -> dict[str, Any] | None:
@@ -179,23 +194,33 @@ def _read(values: Any, rows: Any = None) -> tuple[np.ndarray, np.ndarray] | None
     """
     The Arrow column `values` at its `rows` (an Arrow index array; all by default) as `(codes, hashes)`, each value
     hashed as its Python value is; `None` for a type whose distinct values Arrow cannot tell as Python would
-    (`_EXACT_TYPES`, `_FLOAT_TYPES`). A column of few distinct values (labels, answers, prompts on several rows)
-    hashes each once; one whose first rows are nearly all distinct (a prompt per row) hashes every row instead, which
-    saves finding the distinct values.
+    (`_EXACT_TYPES`, `_FLOAT_TYPES`, `_json_type`). A column of few distinct values (labels, answers, prompts on
+    several rows) hashes each once; one whose first rows are nearly all distinct (a prompt per row) hashes every row
+    of the table instead, which saves finding the distinct values. A column of conversations (lists, structs) is read
+    as its rows' JSON texts (`_json_texts`). Both are read in the table's order, whichever rows are kept: gathering
+    long texts or lists through `rows` costs more than reading the few the rows leave out.
     """
     kind = str(values.type)
     if kind in _FLOAT_TYPES and not values.null_count:
         array = (values if rows is None else values.take(rows)).to_numpy()
         _, first, codes = np.unique(array.view(f"u{array.itemsize}"), return_index=True, return_inverse=True)
         return codes.reshape(-1), _hashes(array[first].tolist())
-    if kind not in _EXACT_TYPES:
+    nested = kind not in _EXACT_TYPES
+    if nested and not _json_type(values.type):
         return None
     if rows is not None and len(rows) < len(values) // 2:  # a small part of the table: read it alone
         values, rows = values.take(rows), None
+    if nested:
+        values = pa.chunked_array(
+            [
+                _json_texts(values.slice(start, _ROWS_PER_WRITE).combine_chunks())
+                for start in range(0, len(values), _ROWS_PER_WRITE)
+            ],
+            type=pa.large_string(),
+        )
     sample = values.slice(0, _SAMPLE)
-    if len(sample.unique()) > _DISTINCT_SHARE * len(sample):
-        values = values if rows is None else values.take(rows)
-        return np.arange(len(values)), _array_hashes(values)
+    if len(sample.unique()) > _DISTINCT_SHARE * len(sample):  # the table's rows hashed in order, not gathered first
+        return np.arange(len(values)) if rows is None else rows.to_numpy(), _array_hashes(values)
     return _dictionary(values, None if rows is None else rows.to_numpy())
 
 
@@ -231,6 +256,109 @@ def _array_hashes(array: Any) -> np.ndarray:
         values = array.slice(start, _ROWS_PER_READ).to_pylist()
         parts.append(_text_hashes(values) if texts else _hashes(values))
     return np.concatenate(parts)
+
+
+def _json_type(kind: pa.DataType) -> bool:
+    """Whether Arrow writes every value of type `kind` as JSON (`_json_texts`): lists, structs, texts, integers,
+    booleans and nothing; not floats, bytes or maps, which only Python writes as it does."""
+    if pa.types.is_struct(kind):
+        names = [field.name for field in kind]
+        return len(set(names)) == len(names) and all(_json_type(field.type) for field in kind)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _json_type(kind.value_type)
+    return any(is_(kind) for is_ in (pa.types.is_null, _is_text, pa.types.is_integer, pa.types.is_boolean))
+
+
+def _json_texts(values: pa.Array) -> pa.Array:
+    """
+    `(n,)` large_string: each of `values`, of a type `_json_type` accepts, as `json.dumps(value, sort_keys=True)`
+    writes its Python value (`to_pylist`), a missing one as `null`; each level written from the texts of the one below.
+    """
+    kind, n = values.type, len(values)
+    if pa.types.is_null(kind):
+        return _repeated("null", n)
+    if _is_text(kind):
+        texts = _concatenated(['"', _json_escaped(values.cast(pa.large_string())), '"'], n)
+    elif pa.types.is_struct(kind):
+        # {"content": "...", "role": "..."}: the fields in the order of `sort_keys`, each its key and its value; a text
+        # that is never missing has its quotes written with the keys
+        pieces = ["{"]
+        for field in sorted(kind, key=lambda field: field.name):
+            pieces.append(", " * (len(pieces) > 1) + json.dumps(field.name) + ": ")
+            inner = values.field(field.name)
+            if _is_text(field.type) and not inner.null_count:
+                pieces += ['"', _json_escaped(inner.cast(pa.large_string())), '"']
+            else:
+                pieces.append(_json_texts(inner))
+        texts = _concatenated([*pieces, "}"], n)
+    elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        texts = values.cast(pa.large_string())  # 12, -3, true, false: as JSON writes them
+    else:  # a list: its items' texts joined by ", " within each row's offsets
+        lengths = pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), type=pa.int64())
+        items = pa.LargeListArray.from_arrays(offsets, _json_texts(pc.list_flatten(values)))
+        texts = _concatenated(["[", pc.binary_join(items, pa.scalar(", ", pa.large_string())), "]"], n)
+    return pc.if_else(pc.is_valid(values), texts, pa.scalar("null", pa.large_string())) if values.null_count else texts
+
+
+def _json_escaped(values: pa.Array) -> pa.Array:
+    """
+    Texts (large_string) escaped as `json.dumps` escapes them, without their quotes. Arrow writes the two-character
+    escapes (quotes, backslashes, newlines); a text with another character to escape (one beyond ASCII, a control
+    character) is written by the escaping that `json.dumps` calls.
+    """
+    to_escape = _to_escape(values)
+    if not to_escape.any():
+        return values
+    escaped = pa.array(to_escape)
+    texts = values.filter(escaped)
+    for character, escape in _SHORT_ESCAPES:
+        if pc.any(pc.match_substring(texts, character)).as_py():
+            texts = pc.replace_substring(texts, character, escape)
+    others = pc.invert(pc.ascii_is_printable(texts))
+    if pc.any(others).as_py():
+        written = [encode_basestring_ascii(text)[1:-1] for text in values.filter(escaped).filter(others).to_pylist()]
+        texts = pc.replace_with_mask(texts, others, pa.array(written, type=pa.large_string()))
+    return pc.replace_with_mask(values, escaped, texts)
+
+
+def _to_escape(values: pa.Array) -> np.ndarray:
+    """
+    `(n,)` bool: whether each text (large_string) holds a character that `json.dumps` escapes: a quote, a backslash, a
+    control character or one beyond ASCII, each of whose UTF-8 bytes lies outside 0x20-0x7e. Read from the bytes as
+    stored, twice as fast as Arrow's regular expressions.
+    """
+    escaped = np.zeros(len(values), dtype=bool)
+    if not len(values):
+        return escaped
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset : values.offset + len(values) + 1]
+    if offsets[-1] > offsets[0]:
+        data = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+        at = np.flatnonzero((data < 0x20) | (data > 0x7E) | (data == ord('"')) | (data == ord("\\"))) + offsets[0]
+        escaped[np.searchsorted(offsets, at, side="right") - 1] = True
+    return escaped
+
+
+def _concatenated(pieces: list[str | pa.Array], n: int) -> pa.Array:
+    """`(n,)` large_string: the pieces, arrays or texts on every row, one after the other."""
+    merged: list[str | pa.Array] = []
+    for piece in pieces:  # neighbouring texts as one
+        if isinstance(piece, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += piece
+        else:
+            merged.append(piece)
+    if all(isinstance(piece, str) for piece in merged):
+        return _repeated("".join(merged), n)
+    large = (pa.scalar(piece, pa.large_string()) if isinstance(piece, str) else piece for piece in merged)
+    return pc.binary_join_element_wise(*large, pa.scalar("", pa.large_string()))
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(text, pa.large_string()), n)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def _sort_keys(columns: dict[str, tuple[np.ndarray, np.ndarray]], names: list[str]) -> np.ndarray:
