@@ -7,10 +7,11 @@ best mean final held-out accuracy is the rate every method of that regime is the
 python benchmarks/lr_sweep.py                 # the suite's schedule: 5 regimes x 7 rates x seeds 0-2, ~13 min on 2 cores
 python benchmarks/lr_sweep.py --schedule constant_with_warmup   # the schedule the suite does not use
 python benchmarks/lr_sweep.py --report_only   # the table and plot again, from lr_sweep.json
+python benchmarks/lr_sweep.py --family countdown --jobs 1   # Countdown's 3 regimes x 7 rates x seeds 0-2, one core
 ```
 
 Writes `lr_sweep.json` (every run's curves), `lr_sweep.md` (the table and the rule's choice) and `lr_sweep.png` into
-`--out` (`benchmarks/results/lr_sweep/<schedule>`).
+`--out` (`benchmarks/results/lr_sweep/<schedule>`, Countdown's `benchmarks/results/lr_sweep_countdown/<schedule>`).
 
 The rule: the grid's rate with the highest mean final held-out accuracy over the tuning seeds, with the schedule
 under which uniform's best is highest. Both schedules start with a linear warmup over the regime's `lr_warmup_steps`;
@@ -126,15 +127,18 @@ def report(results: dict, out: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--regimes", default=",".join(setting.REGIMES))
+    parser.add_argument("--family", default="sums", choices=setting.FAMILIES, help="whose regimes, when not named")
+    parser.add_argument("--regimes", help="comma-separated (default: every regime of --family)")
     parser.add_argument("--rates", default=",".join(f"{r:g}" for r in RATES))
     parser.add_argument("--seeds", default=",".join(map(str, TUNING_SEEDS)))
     parser.add_argument("--schedule", default=SCHEDULE, help="transformers' lr_scheduler_type (default %(default)s)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--out", help="default benchmarks/results/lr_sweep/<schedule>")
+    parser.add_argument("--out", help="default benchmarks/results/lr_sweep/<schedule> (Countdown: lr_sweep_countdown/)")
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plot from lr_sweep.json")
     args = parser.parse_args(argv)
-    args.out = args.out or os.path.join("benchmarks", "results", "lr_sweep", args.schedule)
+    folder = "lr_sweep" if args.family == "sums" else f"lr_sweep_{args.family}"
+    args.out = args.out or os.path.join("benchmarks", "results", folder, args.schedule)
+    args.regimes = args.regimes or ",".join(n for n, r in setting.REGIMES.items() if r.family == args.family)
     if args.report_only:
         with open(os.path.join(args.out, "lr_sweep.json")) as f:
             print(report(json.load(f), args.out))

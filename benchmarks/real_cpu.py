@@ -15,6 +15,8 @@ python benchmarks/real_cpu.py --check          # 20 s: does this environment rep
 python benchmarks/real_cpu.py --regimes base --methods uniform,kgps_paper,uniform_ds --seeds 0 --out /tmp/one
 python benchmarks/real_cpu.py --report_only    # the table and plot again, from real_cpu.json
 python benchmarks/real_cpu.py --make_warm_start 1   # retrain warm start 1 (this CPU's bytes, not the committed ones)
+python benchmarks/real_cpu.py --family countdown --methods uniform,one_line,oracle --seeds 0 --out /tmp/countdown
+python benchmarks/real_cpu.py --family countdown --make_warm_start 0   # Countdown's warm start (~1.5 min on a core)
 ```
 
 Writes `real_cpu.json` (the environment, every run's curves and summary), `real_cpu.md` (the tables) and
@@ -45,7 +47,11 @@ QUICK = dict(methods="uniform,kgps,oracle", seeds="0,1")
 
 def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--regimes", default=",".join(setting.REGIMES), help="comma-separated (default %(default)s)")
+    parser.add_argument(
+        "--family", default="sums", choices=setting.FAMILIES,
+        help="the task whose regimes run when --regimes is not given, and whose warm start --make_warm_start trains",
+    )  # fmt: skip
+    parser.add_argument("--regimes", help="comma-separated (default: every regime of --family in setting.REGIMES)")
     parser.add_argument("--methods", default=",".join(methods.SUITE), help="comma-separated (default %(default)s)")
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated training seeds (default %(default)s)")
     parser.add_argument(
@@ -96,6 +102,8 @@ def parse(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.methods, args.seeds = QUICK["methods"], QUICK["seeds"]
+    if args.regimes is None:
+        args.regimes = ",".join(name for name, r in setting.REGIMES.items() if r.family == args.family)
     return args
 
 
@@ -108,7 +116,7 @@ def main(argv=None) -> int:
         return 0 if passed else 1
     if args.make_warm_start is not None:
         torch.set_num_threads(args.threads)
-        print(setting.make_warm_start(args.make_warm_start))
+        print(setting.make_warm_start(args.make_warm_start, family=args.family))
         return 0
     if args.report_only:
         with open(os.path.join(args.out, "real_cpu.json")) as f:

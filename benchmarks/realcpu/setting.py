@@ -10,6 +10,10 @@ speed: uniform gained +0.19 from one and +0.13 from the other (benchmarks/RECORD
 sensitive that way. So the benchmark starts every run from the same bytes, `warm_start_<seed>.safetensors`, made
 once by `python benchmarks/real_cpu.py --make_warm_start <seed>`. Which warm start a regime uses is part of the regime:
 two networks trained by the same recipe are two policies, and the suite measures selectors on both.
+
+Two task families: the sums (`trl_kgps.tasks.sharpening`) and Countdown (`benchmarks/realcpu/countdown.py`), each
+with its own tokenizer, warm starts (`warm_start_<seed>.safetensors`, `warm_start_countdown_<seed>.safetensors`),
+pools and held-out set; a regime names its family.
 """
 
 import hashlib
@@ -25,18 +29,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WARM_START_STEPS = 2500
 NUM_EVAL_PROMPTS = 1024
 BASE_POOL = 512
+FAMILIES = ("sums", "countdown")
+# Countdown: the protocol's 512 test prompts, a pool of 512 as the sums', both an even mix of 3 and 4 numbers.
+COUNTDOWN_EVAL_PROMPTS = 512
+# A Countdown regime's extra prompts are chosen among this many candidates in neither the pool nor the held-out set
+# (4-number ones for `out_of_reach`, 3-number ones for `solved`) by its warm start's exact success: the ones it solves
+# least, or most. A fixed share of a fixed set, where a threshold would depend on how well one warm start came out.
+COUNTDOWN_CANDIDATES = 4096
 
 
 @dataclass(frozen=True)
 class Regime:
     """
-    One setting of the suite. Every regime starts from a committed warm start and is judged on the same 1,024
-    held-out prompts; regimes differ in what shapes selection.
+    One setting of the suite. Every regime starts from a committed warm start and is judged on its family's held-out
+    prompts (the same 1,024 sums, or the same 512 Countdown puzzles); regimes differ in what shapes selection.
 
     Args:
         name, description: how reports name and explain it.
-        out_of_reach (`int`): level-4 prompts (never in the warm start: success ~0) added to the 512-prompt pool.
-        solved (`int`): level-1 prompts (the warm start's answers are all right: success ~0.96) added to the pool.
+        out_of_reach (`int`): level-4 prompts (never in the warm start: success ~0) added to the 512-prompt pool;
+            Countdown: the 4-number puzzles its warm start solves least (`countdown_splits`).
+        solved (`int`): level-1 prompts (the warm start's answers are all right: success ~0.96) added to the pool;
+            Countdown: the 3-number puzzles its warm start solves most.
         column (`str`): the `level` column the selectors read: `"level"` the true one; `"wrong_labels"` half of
             the labels replaced by another level drawn at random; `"merged_levels"` levels 1 and 2 as one label,
             3 and 4 as another; `"unrelated"` one of four labels drawn at random, unrelated to difficulty. The true
@@ -52,6 +65,8 @@ class Regime:
             start's (stale: another policy's pass rates, as a dataset ships them); `""` none.
         copies (`int`): rows per prompt: the pool's every row repeated this many times, the rows shuffled (DAPO-Math-17k
             repeats each prompt about 100 times). The truth is measured once per prompt and given to each copy.
+        family (`str`): the task, one of `FAMILIES`: `"sums"` or `"countdown"` (whose `level` is a puzzle's count of
+            numbers, 3 or 4).
     """
 
     name: str
@@ -69,6 +84,7 @@ class Regime:
     warm_start: int = 0
     prior: str = ""
     copies: int = 1
+    family: str = "sums"
 
     @property
     def rollouts_per_step(self) -> int:
@@ -76,7 +92,8 @@ class Regime:
 
 
 # Each regime trains at the peak learning rate where uniform ends best (`benchmarks/lr_sweep.py`, seeds 0-2, linear
-# decay: `benchmarks/results/lr_sweep/linear/`); a regime with a wrong column at its twin's.
+# decay: `benchmarks/results/lr_sweep/linear/`, Countdown's `lr_sweep_countdown/linear/`); a regime with a wrong column
+# at its twin's.
 REGIMES = {
     regime.name: regime
     for regime in (
@@ -96,6 +113,18 @@ REGIMES = {
         Regime(
             "mostly_solved", "the same 512 + 512 level-1 prompts already solved (5/8 of the pool), 4 x 8 a step",
             solved=512, learning_rate=4e-4,
+        ),
+        Regime(
+            "countdown", "Countdown: 512 puzzles, even 3 and 4 numbers, 4 prompts x 8 completions a step",
+            family="countdown", learning_rate=1.4e-4,
+        ),
+        Regime(
+            "countdown_out_of_reach", "the same 512 + the 512 of 4,096 4-number puzzles the warm start solves least",
+            family="countdown", out_of_reach=512, learning_rate=7e-5,
+        ),
+        Regime(
+            "countdown_mostly_solved", "the same 512 + the 512 of 4,096 3-number puzzles the warm start solves most",
+            family="countdown", solved=512, learning_rate=2e-4,
         ),
     )
 }  # fmt: skip
@@ -162,13 +191,11 @@ class Setting:
     def true_success(self, model, dataset) -> np.ndarray:
         """Every row's exact success rate under GRPO's sampling (one teacher-forced pass, no sampling noise), measured
         once per prompt where rows repeat prompts (`Regime.copies`)."""
-        from trl_kgps.tasks.evaluation import answer_probabilities
-
         if self.regime.copies == 1:
-            return answer_probabilities(model, self.tokenizer, dataset["prompt"], dataset["answer"])
+            return exact_success(self.regime.family, model, self.tokenizer, dataset["prompt"], dataset["answer"])
         prompts, first, row_prompt = np.unique(np.asarray(dataset["prompt"]), return_index=True, return_inverse=True)
         answers = [dataset["answer"][int(i)] for i in first]
-        return answer_probabilities(model, self.tokenizer, prompts.tolist(), answers)[row_prompt]
+        return exact_success(self.regime.family, model, self.tokenizer, prompts.tolist(), answers)[row_prompt]
 
     def fingerprint(self) -> dict:
         """Hashes of what the regime trains on: a change in the data or the warm start shows up here."""
@@ -176,9 +203,24 @@ class Setting:
         return dict(
             train=digest(list(self.train["prompt"]) + list(self.train["answer"])),
             test=digest(list(self.test["prompt"]) + list(self.test["answer"])),
-            warm_start=warm_start_digest(self.regime.warm_start),
+            warm_start=warm_start_digest(self.regime.warm_start, self.regime.family),
             **({"column": digest(self.train["level"])} if self.regime.column != "level" else {}),
         )
+
+
+def exact_success(family: str, model, tokenizer, prompts, answers) -> np.ndarray:
+    """
+    Each prompt's exact success rate under sampling at temperature 1, shape `(len(prompts),)`: a sum's one right
+    answer's teacher-forced probability, or a Countdown puzzle's summed over every operator string that reaches its
+    target (`countdown.exact_success`, which reads the puzzle from the prompt and not `answers`).
+    """
+    if family == "countdown":
+        from . import countdown
+
+        return countdown.exact_success(model, tokenizer, prompts)
+    from trl_kgps.tasks.evaluation import answer_probabilities
+
+    return answer_probabilities(model, tokenizer, prompts, answers)
 
 
 def grpo_arguments(regime: Regime) -> dict:
@@ -192,7 +234,7 @@ def grpo_arguments(regime: Regime) -> dict:
         use_cpu=True,
         bf16=False,
         fp16=False,
-        max_completion_length=4,  # the longest answer (3 digits) and <eos>
+        max_completion_length=4,  # the longest answer (3 digits, or 3 Countdown operators) and <eos>
         temperature=1.0,
         top_p=1.0,
         top_k=0,
@@ -226,6 +268,8 @@ def splits(regime: Regime):
 
     from trl_kgps.tasks import sharpening
 
+    if regime.family == "countdown":
+        return countdown_splits(regime)
     train, test, _ = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, 1, seed=0)
     taken = set(train["prompt"]) | set(test["prompt"])
     for count, level, stream in ((regime.out_of_reach, 4, 4), (regime.solved, 1, 6)):
@@ -239,6 +283,55 @@ def splits(regime: Regime):
         rows = np.random.default_rng(7).permutation(np.repeat(np.arange(len(train)), regime.copies))
         train = train.select(rows).flatten_indices()
     return train, test
+
+
+def countdown_base(count: int = 0) -> tuple[dict, dict, set, dict]:
+    """
+    Countdown's 512-puzzle pool and `COUNTDOWN_EVAL_PROMPTS` held-out puzzles (seed 0, even 3 and 4 numbers), the set
+    of their prompts, and `count` warm-start puzzles in neither, drawn with replacement by the same generator after
+    them: `(train, test, taken, warm)`, `warm` holding `prompt` and `answer` (the reference operator string).
+    """
+    from . import countdown
+
+    rng = np.random.default_rng(0)
+    taken: set = set()
+    train = countdown.distinct_puzzles(BASE_POOL, countdown.NUMBER_COUNTS, taken, rng)
+    test = countdown.distinct_puzzles(COUNTDOWN_EVAL_PROMPTS, countdown.NUMBER_COUNTS, taken, rng)
+    warm: dict[str, list] = {"prompt": [], "answer": []}
+    while len(warm["prompt"]) < count:
+        prompt, equation, _ = countdown.puzzle(int(rng.choice(countdown.NUMBER_COUNTS)), rng)
+        if prompt not in taken:
+            warm["prompt"].append(prompt)
+            warm["answer"].append(equation.split("=")[0][1::2])  # "7*3+2" -> "*+"
+    return train, test, taken, warm
+
+
+def countdown_splits(regime: Regime):
+    """
+    A Countdown regime's pool and the family's held-out set (`countdown_base`), plus the `regime.out_of_reach`
+    4-number puzzles its warm start solves least and the `regime.solved` 3-number ones it solves most, each among
+    `COUNTDOWN_CANDIDATES` distinct puzzles in neither split from a stream of its own (the 512-puzzle pool stays the
+    same), in the order they were drawn. The warm start itself trained on puzzles drawn with replacement outside the
+    two splits only, so it has seen most 3-number extras (as the sums' warm start has seen their level-1 extras).
+    """
+    from datasets import Dataset
+
+    from . import countdown
+
+    if regime.column != "level" or regime.copies != 1 or regime.prior:
+        raise ValueError(f"{regime.name}: a Countdown regime has its true `level` column, one row a prompt, no prior.")
+    train, test, taken, _ = countdown_base()
+    for count, level, stream, sign in ((regime.out_of_reach, 4, 4, 1), (regime.solved, 3, 6, -1)):
+        if not count:
+            continue
+        model, tokenizer = policy(regime.warm_start, regime.family)
+        rng = np.random.default_rng(stream)
+        candidates = countdown.distinct_puzzles(COUNTDOWN_CANDIDATES, (level,), set(taken), rng)
+        p = countdown.exact_success(model, tokenizer, candidates["prompt"])
+        kept = np.sort(np.argsort(sign * p, kind="stable")[:count])  # the least (or most) solved, in drawn order
+        for key in train:
+            train[key] += [candidates[key][i] for i in kept]
+    return Dataset.from_dict(train), Dataset.from_dict(test)
 
 
 def _extra_prompts(count: int, level: int, taken: set, rng: np.random.Generator) -> dict[str, list]:
@@ -276,23 +369,39 @@ def corrupted_labels(levels: np.ndarray, column: str, rng: np.random.Generator) 
     raise ValueError(f"column={column!r} is not one of {COLUMNS}.")
 
 
-def warm_start_path(seed: int) -> str:
-    """The committed warm start of `seed`: `benchmarks/realcpu/warm_start_<seed>.safetensors`."""
-    return os.path.join(HERE, f"warm_start_{seed}.safetensors")
+def warm_start_path(seed: int, family: str = "sums") -> str:
+    """
+    The committed warm start of `seed`: `benchmarks/realcpu/warm_start_<seed>.safetensors`, or for Countdown
+    `warm_start_countdown_<seed>.safetensors`.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"family={family!r} is not one of {FAMILIES}.")
+    name = f"warm_start_{seed}" if family == "sums" else f"warm_start_{family}_{seed}"
+    return os.path.join(HERE, f"{name}.safetensors")
 
 
-def policy(seed: int = 0):
-    """The character tokenizer and the committed warm-started policy of `seed` (about 75k parameters)."""
+def tokenizer_for(family: str):
+    """The family's character tokenizer: the sums' alphabet, or Countdown's superset of it (`countdown.VOCABULARY`)."""
+    from trl_kgps.tasks import tiny
+
+    from . import countdown
+
+    return tiny.build_tokenizer() if family == "sums" else countdown.build_tokenizer()
+
+
+def policy(seed: int = 0, family: str = "sums"):
+    """The family's character tokenizer and the committed warm-started policy of `seed` (about 75k parameters)."""
 
     from trl_kgps.tasks import tiny
 
-    path = warm_start_path(seed)
+    path = warm_start_path(seed, family)
     if not os.path.exists(path):
+        flag = "--make_warm_start" if family == "sums" else "--family countdown --make_warm_start"
         raise FileNotFoundError(
             f"{path} is missing: the warm starts ship with the repository; `python benchmarks/real_cpu.py "
-            f"--make_warm_start {seed}` trains one again (on this machine's CPU, so not the same bytes)."
+            f"{flag} {seed}` trains one again (on this machine's CPU, so not the same bytes)."
         )
-    tokenizer = tiny.build_tokenizer()
+    tokenizer = tokenizer_for(family)
     model = tiny.build_model(tokenizer, seed=seed)
     tiny.load_weights(model, path)
     return model, tokenizer
@@ -302,7 +411,9 @@ def build(regime: Regime) -> Setting:
     """The `Setting` of `regime`."""
     from trl_kgps.tasks import arithmetic
 
-    model, tokenizer = policy(regime.warm_start)
+    from . import countdown
+
+    model, tokenizer = policy(regime.warm_start, regime.family)
     train, test = splits(regime)
     if regime.prior:
         from trl_kgps.tasks.evaluation import answer_probabilities
@@ -311,7 +422,8 @@ def build(regime: Regime) -> Setting:
         p = answer_probabilities(measured_on, tokenizer, train["prompt"], train["answer"])
         solved = np.random.default_rng(PRIOR_SEED).binomial(PRIOR_SAMPLES, p) / PRIOR_SAMPLES
         train = train.add_column("solve_rate", solved.tolist())
-    return Setting(regime, model, tokenizer, train, test, arithmetic.arithmetic_reward, grpo_arguments(regime))
+    reward = countdown.countdown_reward if regime.family == "countdown" else arithmetic.arithmetic_reward
+    return Setting(regime, model, tokenizer, train, test, reward, grpo_arguments(regime))
 
 
 def with_regime(setting: Setting, regime: Regime) -> Setting:
@@ -321,43 +433,52 @@ def with_regime(setting: Setting, regime: Regime) -> Setting:
     """
     import dataclasses
 
-    data = ("out_of_reach", "solved", "column", "warm_start")
+    data = ("out_of_reach", "solved", "column", "warm_start", "copies", "prior", "family")
     if any(getattr(regime, key) != getattr(setting.regime, key) for key in data):
         raise ValueError(f"{regime} trains on other data than {setting.regime}: build its own setting.")
     return dataclasses.replace(setting, regime=regime, grpo=grpo_arguments(regime))
 
 
-def make_warm_start(seed: int = 0, path: str | None = None) -> dict:
+def make_warm_start(seed: int = 0, path: str | None = None, family: str = "sums") -> dict:
     """
     Trains the warm start of `seed` from its recipe (2,500 supervised steps on sums whose answers are right at a rate
-    set by the level: `trl_kgps.tasks.sharpening`; `seed` sets the initial weights and the batch order) and writes it
-    to `path` (`warm_start_path(seed)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see the
-    module docstring): the committed file is the one every run loads.
+    set by the level: `trl_kgps.tasks.sharpening`; for Countdown, on a right operator string of puzzles in neither its
+    pool nor its held-out set, `countdown_base`; `seed` sets the initial weights and the batch order) and writes it to
+    `path` (`warm_start_path(seed, family)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see
+    the module docstring): the committed file is the one every run loads.
     """
+    import time
 
     from benchmarks.realcpu.environment import environment
     from trl_kgps.tasks import sharpening, tiny
-    from trl_kgps.tasks.evaluation import answer_probabilities
 
-    path = path or warm_start_path(seed)
-    tokenizer = tiny.build_tokenizer()
+    path = path or warm_start_path(seed, family)
+    tokenizer = tokenizer_for(family)
     model = tiny.build_model(tokenizer, seed=seed)
-    _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
+    if family == "sums":
+        _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
+    else:
+        _, test, _, warm = countdown_base(WARM_START_STEPS * 64)
+        test = {key: test[key] for key in ("prompt", "answer")}
+    start = time.perf_counter()
     losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS, seed=seed)
+    seconds = time.perf_counter() - start
     tiny.save_weights(model, path)
-    heldout = float(answer_probabilities(model, tokenizer, test["prompt"], test["answer"]).mean())
+    heldout = float(exact_success(family, model, tokenizer, test["prompt"], test["answer"]).mean())
     record = dict(
         seed=seed, steps=WARM_START_STEPS, final_loss=losses[-1], heldout_accuracy=heldout, sha256=_digest(path),
         environment=environment(),
     )  # fmt: skip
+    if family != "sums":  # the sums' records predate these fields and stay as they were written
+        record = dict(family=family, **record, train_s=round(seconds, 1))
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
         json.dump(record, f, indent=1)
     return record
 
 
-def warm_start_digest(seed: int = 0) -> str | None:
-    """The SHA-256 of the committed warm start of `seed`, `None` if it is missing."""
-    return _digest(warm_start_path(seed))
+def warm_start_digest(seed: int = 0, family: str = "sums") -> str | None:
+    """The SHA-256 of the committed warm start of `seed` and `family`, `None` if it is missing."""
+    return _digest(warm_start_path(seed, family))
 
 
 def _digest(path: str) -> str | None:
