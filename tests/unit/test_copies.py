@@ -243,3 +243,19 @@ def test_copies_weighed_by_rows_choose_as_by_prompt_when_every_prompt_has_as_man
         for selector in (by_prompt, by_rows):
             selector.update(batch, successes, np.full(4, 8))
             selector.predict(0.01)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_a_float_column_a_reward_reads_tells_copies_apart_through_arrow(dtype, monkeypatch):
+    from datasets import Value
+
+    import trl_kgps.adapters.dataset_copies as dataset_copies
+
+    def target(completions, target, **kwargs):
+        return [0.0] * len(completions)
+
+    rates = [0.5, 0.25, 0.5, float("nan"), float("nan"), 0.25]
+    dataset = Dataset.from_dict({"prompt": ["q"] * 6, "target": rates}).cast_column("target", Value(dtype))
+    monkeypatch.setattr(dataset_copies, "json", None)  # the Python path is not taken
+    copies, _ = find_copies(dataset, "prompt", 2, ColumnReaders.of([target]))
+    assert copies.prompt_of_row.tolist() == [0, 1, 0, 2, 2, 1]

@@ -112,6 +112,8 @@ def _comparable(values: pa.Array) -> pa.Array:
     kind = values.type
     if any(is_(kind) for is_ in (pa.types.is_integer, pa.types.is_boolean, _is_text, pa.types.is_binary)):
         return values
+    if pa.types.is_floating(kind):  # a score or a rate a reward reads; NaNs equal, as sorted JSON had them
+        return values.cast(pa.float64())
     if _has_key(kind):
         return _keys(values)
     return pa.array([json.dumps(value, sort_keys=True, default=str) for value in values.to_pylist()])
