@@ -6,6 +6,7 @@ from .config import KGPSConfig
 from .engine.protocol import PromptSelector
 from .hub import difficulty_table, load_selector
 from .selectors import KGPSSelector
+from .selectors.registry import register_selector
 
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = [
     "difficulty_table",
     "load_selector",
     "plot_rollouts",
+    "register_selector",
 ]
 
 # The estimator is numpy only; the TRL integration imports torch and transformers on first use, the plots matplotlib.

@@ -69,6 +69,49 @@ def _profiled_rates(config: KGPSConfig | None, features) -> object:
     return values.values if isinstance(values, Rates) else values
 
 
+def register_selector(name: str, cls: type) -> None:
+    """
+    Makes `cls` a selector users pick by `name`, as they pick the built-in ones: `KGPSCallback(selector=name)` builds
+    `cls(num_prompts, seed=args.seed)` over the train dataset's distinct prompts, and a checkpoint holding its state
+    resumes it. `cls` implements `PromptSelector` (`select`, `initialize`, `update`, `predict`, `predicted_success`,
+    `state_dict`, `load_state_dict`).
+
+    Raises:
+        `ValueError`: a `name` that is not a non-empty string or names another class already, checked before the
+            registry changes.
+        `TypeError`: a `cls` that is not a class implementing `PromptSelector`.
+
+    Example:
+
+    ```python
+    >>> from trl_kgps import register_selector
+    >>> from trl_kgps.selectors import UniformSelector
+    >>> class Mine(UniformSelector): ...
+    >>> register_selector("mine", Mine)  # then KGPSCallback(selector="mine")
+    ```
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"register_selector: name must be a non-empty string, got {name!r}.")
+    missing = [m for m in _PROTOCOL if not callable(getattr(cls, m, None))] if isinstance(cls, type) else _PROTOCOL
+    if missing:
+        raise TypeError(
+            f"register_selector({name!r}, {cls!r}): a selector is a class with the PromptSelector methods, and this "
+            f"one lacks {list(missing)}: implement them (trl_kgps.PromptSelector documents each)."
+        )
+    if SELECTORS.get(name, cls) is not cls:
+        raise ValueError(
+            f"register_selector: {name!r} names {SELECTORS[name].__name__} already: pick another name for "
+            f"{cls.__name__}."
+        )
+    SELECTORS[name] = cls
+
+
+# What `register_selector` checks a class has: the `PromptSelector` protocol's methods.
+_PROTOCOL = (
+    "select", "initialize", "update", "predict", "predicted_success", "state_dict", "load_state_dict",
+)  # fmt: skip
+
+
 def class_named(class_name: str) -> type:
     """The registered class called `class_name` (as a state file records it); `KeyError` if none is."""
     classes = {cls.__name__: cls for cls in (*SELECTORS.values(), ExperimentalSelector)}
