@@ -207,8 +207,8 @@ class BatchLedger:
             batch = self.selector.select(self.batch_size, exclude=self._exclude())
             select_seconds = time.perf_counter() - start
         batch = np.asarray(batch, dtype=np.int64)
-        chosen = ChosenBatch(batch, self.selector.predicted_success(batch), len(self.pending), select_seconds)
-        chosen.turns = self.times_selected[batch].astype(np.int64)
+        predicted, turns = self.selector.predicted_success(batch), self.times_selected[batch].astype(np.int64)
+        chosen = ChosenBatch(batch, predicted, len(self.pending), select_seconds, turns=turns)
         self.pending.append(chosen)
         if self.epoch is not None:
             self.epoch.append(chosen)
