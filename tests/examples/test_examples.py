@@ -126,7 +126,8 @@ def test_unknown_selector_is_refused(load_example, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args_and_config(["--output_dir", "out", "--selector", "ds"])
     assert "invalid choice: 'ds'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match=r"selector='ds'.*\['kgps', 'uniform', 'mopps', 'greso', 'dps', 'arcus'\]"):
+    names = r"\['kgps', 'uniform', 'mopps', 'greso', 'dps', 'arcus', 'gaussian', 'insight', 'offline_filter'\]"
+    with pytest.raises(ValueError, match=rf"selector='ds'.*{names}"):
         KGPSScriptArguments(selector="ds")
 
 
