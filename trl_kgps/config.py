@@ -2,7 +2,9 @@
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -88,6 +90,226 @@ def are_names(value, many: bool = False) -> bool:
         return True
     names = [value] if isinstance(value, str) else value if many and isinstance(value, (list, tuple)) else []
     return bool(names) and all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names)
+
+
+def optional(accepts: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """`accepts`, and `None` too: a field left to the dataset, or read only when set."""
+    return lambda value: value is None or accepts(value)
+
+
+def number(low: float = -math.inf, high: float = math.inf, above: bool = False) -> Callable[[Any], bool]:
+    """Accepts a finite int or float, not a bool, in `[low, high]`; in `(low, high]` with `above`."""
+    return lambda value: is_real(value) and (value > low if above else value >= low) and value <= high
+
+
+def integer(low: float = -math.inf, high: float = math.inf) -> Callable[[Any], bool]:
+    """Accepts an int, not a bool, in `[low, high]`."""
+    return lambda value: is_integer(value) and low <= value <= high
+
+
+def fraction(above: bool = False) -> Callable[[Any], bool]:
+    """Accepts a Python number in `[0, 1]` (`(0, 1]` with `above`), compared as Python compares numbers: bools too."""
+    return lambda value: isinstance(value, (int, float)) and (value > 0 if above else value >= 0) and value <= 1
+
+
+class Check(NamedTuple):
+    """A field's own check: its value passes `accepts`, or the config is refused with `refusal(field, value, ...)`."""
+
+    field: str
+    accepts: Callable[[Any], bool]
+    requirement: str
+    fix: str
+
+    def __call__(self, config: "KGPSConfig") -> ValueError | None:
+        value = getattr(config, self.field)
+        return None if self.accepts(value) else refusal(self.field, value, self.requirement, self.fix)
+
+
+class Choice(NamedTuple):
+    """A field holds one of the `choices` its metadata lists (a subclass's field may list more), or is refused."""
+
+    field: str
+    fix: str
+
+    def __call__(self, config: "KGPSConfig") -> ValueError | None:
+        value = getattr(config, self.field)
+        choices = tuple(config.__dataclass_fields__[self.field].metadata["choices"])
+        return None if value in choices else refusal(self.field, value, f"be one of {choices}", self.fix)
+
+
+def rows_weigh_a_draw(config: "KGPSConfig") -> ValueError | None:
+    """`copies_weight="rows"` weighs the draw of `selection="sample"`; the other selections draw nothing."""
+    if config.copies_weight == "rows" and config.selection != "sample":
+        return refusal(
+            "copies_weight",
+            config.copies_weight,
+            f"go with selection='sample', whose draw it weighs (selection={config.selection!r} draws nothing)",
+            "use selection='sample', or copies_weight='prompt'",
+        )
+    return None
+
+
+# `KGPSConfig`'s checks of its fields, in their declaration order: the first that fails refuses the config, so that the
+# message names the first field, in that order, that holds a value it does not accept.
+FIELD_CHECKS = (
+    Check(
+        "gamma",
+        number(0, MAX_LOGIT_VARIANCE),
+        f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+        "use a non-negative value such as the paper's 0.1",
+    ),
+    Check(
+        "process_noise_adaptation",
+        optional(number(0)),
+        "be a finite number >= 0.0",
+        "use 0 to keep gamma fixed, or a small step size such as 0.05",
+    ),
+    Check(
+        "initial_variance",
+        optional(number(0, MAX_LOGIT_VARIANCE, above=True)),
+        f"be a finite number > 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+        "use a positive logit variance such as the paper's 1.0",
+    ),
+    Check("warmup_epochs", integer(0), "be an integer >= 0", "use 1 (the paper) or 0 (no warmup)"),
+    Choice("observation", SEE_PRESETS),
+    Choice("selection", SEE_PRESETS),
+    Check(
+        "selection_temperature",
+        optional(number(0, above=True)),
+        "be a finite number > 0.0",
+        "use a positive value such as 1",
+    ),
+    Check(
+        "candidates",
+        number(0),
+        "be a finite number >= 0.0",
+        "use a multiple of the batch size such as 16, or 0 to choose among all prompts",
+    ),
+    Check(
+        "candidates",
+        lambda value: not 0 < value < 1,
+        "be 0 or at least 1 (a multiple of the batch size)",
+        "use e.g. 16, or 0 to choose among all prompts",
+    ),
+    Check(
+        "feature_columns",
+        optional(lambda value: are_names(value, many=True)),
+        "be distinct column names of the train dataset",
+        "use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
+    ),
+    Check(
+        "prior_column",
+        optional(are_names),
+        "be a column name of the train dataset or None",
+        "use e.g. 'solve_rate', or None to read none",
+    ),
+    Check(
+        "prompt_key",
+        optional(are_names),
+        "be a column name of the train dataset or None",
+        "use 'prompt' (the default), an id column, or None for one belief per row",
+    ),
+    Choice("copies_weight", "use 'prompt' (each distinct prompt weighs once) or 'rows' (copies weigh by their rows)"),
+    rows_weigh_a_draw,
+    Check(
+        "shared_variance",
+        optional(number(0, MAX_LOGIT_VARIANCE)),
+        f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
+        "use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
+    ),
+    Check(
+        "shared_noise_share",
+        fraction(),
+        "lie in [0, 1]",
+        "use e.g. 0.5 (half of the process noise to the shared part)",
+    ),
+    Check(
+        "residual_adaptation",
+        number(0),
+        "be a finite number >= 0.0",
+        "use 0 to keep initial_variance, or a small step size such as 0.05",
+    ),
+    Check("quadrature_points", integer(2), "be an integer >= 2", "use 5 (the paper) or more nodes"),
+    Check(
+        "quadrature_points",
+        integer(high=MAX_QUADRATURE_POINTS),
+        f"be an integer <= {MAX_QUADRATURE_POINTS}",
+        f"use 5 (the paper) or a few more: numpy's Gauss-Hermite rule is tested up to {MAX_QUADRATURE_POINTS} nodes",
+    ),
+    Check(
+        "success_reward",
+        optional(are_names),
+        "be the name of a reward function or None",
+        "use the name the trainer logs it under (e.g. 'accuracy_reward')",
+    ),
+    Check("success_threshold", number(), "be a finite number", "use e.g. 0.5 for 0/1 rewards"),
+    Check(
+        "delta_norm_sample",
+        fraction(above=True),
+        "lie in (0, 1]",
+        "use 1 for the exact norm or a fraction such as 0.01 to save memory",
+    ),
+)
+
+
+def features_need_a_shared_part(config: "KGPSConfig") -> ValueError | None:
+    """Feature columns act only through the shared part."""
+    if config.feature_columns and config.shared_variance == 0:
+        return ValueError(
+            f"feature_columns={config.feature_columns!r} needs shared_variance > 0 (it is 0): the features only act "
+            "through the shared part. Set shared_variance=1.0, or drop feature_columns."
+        )
+    return None
+
+
+def prior_is_no_feature(config: "KGPSConfig") -> ValueError | None:
+    """A column read as prior success rates is not also read as labels."""
+    if config.prior_column is not None and config.prior_column in (config.feature_columns or ()):
+        return ValueError(
+            f"prior_column={config.prior_column!r} is also in feature_columns={config.feature_columns!r}: KGPS reads "
+            "it as success rates, binned, and as labels it would count the same values twice. Drop it from "
+            "feature_columns."
+        )
+    return None
+
+
+def prior_needs_a_shared_part(config: "KGPSConfig") -> ValueError | None:
+    """Prior success rates start the shared part of each belief."""
+    if config.prior_column is not None and config.shared_variance == 0:
+        return ValueError(
+            f"prior_column={config.prior_column!r} needs shared_variance > 0 (it is 0): the rates start the shared "
+            "part of each prompt's belief. Set shared_variance=1.0, or drop prior_column."
+        )
+    return None
+
+
+def sharing_needs_binomial(config: "KGPSConfig") -> ValueError | None:
+    """The shared factor is updated by the binomial update, not by the paper's update of one prompt at a time."""
+    if config.shared_variance != 0 and config.observation == "logit":
+        shared = "> 0" if config.shared_variance is not None else "unset (1.0 wherever the dataset has metadata)"
+        return ValueError(
+            f"shared_variance {shared} (a factor shared across prompts) works with observation='binomial', got "
+            "observation='logit', the paper's update of one prompt at a time. Set shared_variance=0 for it (as "
+            "KGPSConfig.paper() does)."
+        )
+    return None
+
+
+# The checks that read several fields, once each field holds a value it accepts.
+CROSS_FIELD_CHECKS = (
+    features_need_a_shared_part,
+    prior_is_no_feature,
+    prior_needs_a_shared_part,
+    sharing_needs_binomial,
+)
+
+
+def refuse_first(checks: tuple, config: "KGPSConfig") -> None:
+    """Raises the refusal of the first of `checks` that `config` fails."""
+    for check in checks:
+        error = check(config)
+        if error is not None:
+            raise error
 
 
 @dataclass
@@ -366,178 +588,11 @@ class KGPSConfig:
             columns = self.feature_columns
             # object.__setattr__: this instance is being checked; `__setattr__` would check it again, recursively
             object.__setattr__(self, "feature_columns", [columns] if isinstance(columns, str) else list(columns))
-            if self.feature_columns and self.shared_variance == 0:
-                raise ValueError(
-                    f"feature_columns={self.feature_columns!r} needs shared_variance > 0 (it is 0): the features only "
-                    "act through the shared part. Set shared_variance=1.0, or drop feature_columns."
-                )
-        if self.prior_column is not None and self.prior_column in (self.feature_columns or ()):
-            raise ValueError(
-                f"prior_column={self.prior_column!r} is also in feature_columns={self.feature_columns!r}: KGPS reads "
-                "it as success rates, binned, and as labels it would count the same values twice. Drop it from "
-                "feature_columns."
-            )
-        if self.prior_column is not None and self.shared_variance == 0:
-            raise ValueError(
-                f"prior_column={self.prior_column!r} needs shared_variance > 0 (it is 0): the rates start the shared "
-                "part of each prompt's belief. Set shared_variance=1.0, or drop prior_column."
-            )
-        if self.shared_variance != 0 and self.observation == "logit":
-            shared = "> 0" if self.shared_variance is not None else "unset (1.0 wherever the dataset has metadata)"
-            raise ValueError(
-                f"shared_variance {shared} (a factor shared across prompts) works with observation='binomial', got "
-                "observation='logit', the paper's update of one prompt at a time. Set shared_variance=0 for it (as "
-                "KGPSConfig.paper() does)."
-            )
+        refuse_first(CROSS_FIELD_CHECKS, self)
 
     def _check_fields(self) -> None:
         """Raises a `ValueError` naming the first field, in declaration order, that holds a value it does not accept."""
-        if not (is_real(self.gamma) and 0 <= self.gamma <= MAX_LOGIT_VARIANCE):
-            raise refusal(
-                "gamma",
-                self.gamma,
-                f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
-                "use a non-negative value such as the paper's 0.1",
-            )
-        # `None`: decided from the dataset (`resolved`)
-        if self.process_noise_adaptation is not None and not (
-            is_real(self.process_noise_adaptation) and self.process_noise_adaptation >= 0
-        ):
-            raise refusal(
-                "process_noise_adaptation",
-                self.process_noise_adaptation,
-                "be a finite number >= 0.0",
-                "use 0 to keep gamma fixed, or a small step size such as 0.05",
-            )
-        if self.initial_variance is not None and not (
-            is_real(self.initial_variance) and 0 < self.initial_variance <= MAX_LOGIT_VARIANCE
-        ):
-            raise refusal(
-                "initial_variance",
-                self.initial_variance,
-                f"be a finite number > 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
-                "use a positive logit variance such as the paper's 1.0",
-            )
-        if not (is_integer(self.warmup_epochs) and self.warmup_epochs >= 0):
-            raise refusal(
-                "warmup_epochs", self.warmup_epochs, "be an integer >= 0", "use 1 (the paper) or 0 (no warmup)"
-            )
-        for name in ("observation", "selection"):  # a subclass may accept more choices: they are the field's
-            value, choices = getattr(self, name), tuple(self.__dataclass_fields__[name].metadata["choices"])
-            if value not in choices:
-                raise refusal(name, value, f"be one of {choices}", SEE_PRESETS)
-        if self.selection_temperature is not None and not (
-            is_real(self.selection_temperature) and self.selection_temperature > 0
-        ):
-            raise refusal(
-                "selection_temperature",
-                self.selection_temperature,
-                "be a finite number > 0.0",
-                "use a positive value such as 1",
-            )
-        if not (is_real(self.candidates) and self.candidates >= 0):
-            raise refusal(
-                "candidates",
-                self.candidates,
-                "be a finite number >= 0.0",
-                "use a multiple of the batch size such as 16, or 0 to choose among all prompts",
-            )
-        if 0 < self.candidates < 1:
-            raise refusal(
-                "candidates",
-                self.candidates,
-                "be 0 or at least 1 (a multiple of the batch size)",
-                "use e.g. 16, or 0 to choose among all prompts",
-            )
-        if self.feature_columns is not None and not are_names(self.feature_columns, many=True):
-            raise refusal(
-                "feature_columns",
-                self.feature_columns,
-                "be distinct column names of the train dataset",
-                "use e.g. ['level', 'type'], [] for one factor shared by all prompts, or None to find them",
-            )
-        if self.prior_column is not None and not are_names(self.prior_column):
-            raise refusal(
-                "prior_column",
-                self.prior_column,
-                "be a column name of the train dataset or None",
-                "use e.g. 'solve_rate', or None to read none",
-            )
-        if self.prompt_key is not None and not are_names(self.prompt_key):
-            raise refusal(
-                "prompt_key",
-                self.prompt_key,
-                "be a column name of the train dataset or None",
-                "use 'prompt' (the default), an id column, or None for one belief per row",
-            )
-        if self.copies_weight not in ("prompt", "rows"):
-            raise refusal(
-                "copies_weight",
-                self.copies_weight,
-                "be one of ('prompt', 'rows')",
-                "use 'prompt' (each distinct prompt weighs once) or 'rows' (copies weigh by their rows)",
-            )
-        if self.copies_weight == "rows" and self.selection != "sample":
-            raise refusal(
-                "copies_weight",
-                self.copies_weight,
-                f"go with selection='sample', whose draw it weighs (selection={self.selection!r} draws nothing)",
-                "use selection='sample', or copies_weight='prompt'",
-            )
-        if self.shared_variance is not None and not (
-            is_real(self.shared_variance) and 0 <= self.shared_variance <= MAX_LOGIT_VARIANCE
-        ):
-            raise refusal(
-                "shared_variance",
-                self.shared_variance,
-                f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
-                "use a logit variance such as 1, or 0 for one independent filter per prompt (the paper)",
-            )
-        # compared as Python compares numbers, bools included
-        if not (isinstance(self.shared_noise_share, (int, float)) and 0 <= self.shared_noise_share <= 1):
-            raise refusal(
-                "shared_noise_share",
-                self.shared_noise_share,
-                "lie in [0, 1]",
-                "use e.g. 0.5 (half of the process noise to the shared part)",
-            )
-        if not (is_real(self.residual_adaptation) and self.residual_adaptation >= 0):
-            raise refusal(
-                "residual_adaptation",
-                self.residual_adaptation,
-                "be a finite number >= 0.0",
-                "use 0 to keep initial_variance, or a small step size such as 0.05",
-            )
-        if not (is_integer(self.quadrature_points) and self.quadrature_points >= 2):
-            raise refusal(
-                "quadrature_points", self.quadrature_points, "be an integer >= 2", "use 5 (the paper) or more nodes"
-            )
-        if self.quadrature_points > MAX_QUADRATURE_POINTS:
-            raise refusal(
-                "quadrature_points",
-                self.quadrature_points,
-                f"be an integer <= {MAX_QUADRATURE_POINTS}",
-                "use 5 (the paper) or a few more: numpy's Gauss-Hermite rule is tested up to "
-                f"{MAX_QUADRATURE_POINTS} nodes",
-            )
-        if self.success_reward is not None and not are_names(self.success_reward):
-            raise refusal(
-                "success_reward",
-                self.success_reward,
-                "be the name of a reward function or None",
-                "use the name the trainer logs it under (e.g. 'accuracy_reward')",
-            )
-        if not is_real(self.success_threshold):
-            raise refusal(
-                "success_threshold", self.success_threshold, "be a finite number", "use e.g. 0.5 for 0/1 rewards"
-            )
-        if not (isinstance(self.delta_norm_sample, (int, float)) and 0 < self.delta_norm_sample <= 1):
-            raise refusal(
-                "delta_norm_sample",
-                self.delta_norm_sample,
-                "lie in (0, 1]",
-                "use 1 for the exact norm or a fraction such as 0.01 to save memory",
-            )
+        refuse_first(FIELD_CHECKS, self)
 
     def __setattr__(self, name, value):
         """
