@@ -292,7 +292,7 @@ def plot_own_length(runs: dict, path: str) -> None:
     Per regime, each method's final held-out accuracy against the rollouts it spent, from runs of their own length
     (mean over the seeds all of them ran, ± SE): uniform, the one line at 1, 2 and 3 times the steps, DS at 1/2 and 1.
     """
-    from trl_kgps.demo.plots import pyplot
+    from trl_kgps.plots import pyplot
 
     plt = pyplot()
     if plt is None:

@@ -11,7 +11,7 @@ from .selectors.registry import register_selector
 
 if TYPE_CHECKING:
     from .callback import KGPSCallback
-    from .demo.plots import plot_rollouts
+    from .plots import plot_rollouts
     from .sampler import KGPSRepeatSampler
     from .script_args import KGPSScriptArguments
 
@@ -36,7 +36,7 @@ _LAZY = {
     "KGPSCallback": ".callback",
     "KGPSRepeatSampler": ".sampler",
     "KGPSScriptArguments": ".script_args",
-    "plot_rollouts": ".demo.plots",
+    "plot_rollouts": ".plots",
 }
 
 

@@ -328,7 +328,7 @@ def markdown(results: dict) -> str:
 
 def plot(results: dict, path: str) -> None:
     """Held-out accuracy against rollouts, mean over seeds, one panel per regime."""
-    from trl_kgps.demo.plots import pyplot
+    from trl_kgps.plots import pyplot
 
     plt = pyplot()
     if plt is None:

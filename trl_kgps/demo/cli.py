@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .plots import compact_number, moving_average, pyplot
+from ..plots import pyplot
+from .plots import compact_number, moving_average
 from .simulator import METHODS, SCENARIOS, simulate, summarize
 
 

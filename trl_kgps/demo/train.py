@@ -45,11 +45,11 @@ from ..adapters.trainer_adapter import check_batch_arguments
 from ..callback import KGPSCallback
 from ..config import KGPSConfig
 from ..engine.ledger import check_batch_size
+from ..plots import natural_key, plot_rollouts, pyplot
 from ..sampler import PROMPTS_PER_BATCH
 from ..script_args import SelectorArguments
 from ..tasks import arithmetic, tiny
 from ..tasks.evaluation import success_rates
-from .plots import natural_key, plot_rollouts, pyplot
 
 
 logger = logging.getLogger(__name__)
