@@ -31,10 +31,11 @@ class KGPSRepeatSampler(Sampler[int]):
       batch's first index, so that it uses every observation that exists at that moment.
 
     The sampler owns the layout; `engine` (a `trl_kgps.engine.engine.SelectionEngine`, the same as the asynchronous
-    trainer's) owns the choice and its record, `ledger`: the epoch's batches in order (`ledger.epoch`), and those
-    awaiting rewards (`ledger.pending`) until the trainer has scored them (`ledger.observe`). Pending prompts are not
-    selected again, since the data loader asks for the next batch before the current one is scored (the lag). Every
-    rank builds the same sampler and, fed the same observations, yields the same indices.
+    trainer's) owns the selector, the choice (`engine.choose`) and its record, `ledger`: the epoch's batches in order
+    (`ledger.epoch`), and those awaiting rewards (`ledger.pending`) until the trainer has scored them
+    (`engine.observe`). Pending prompts are not selected again, since the data loader asks for the next batch before
+    the current one is scored (the lag). Every rank builds the same sampler and, fed the same observations, yields the
+    same indices.
 
     Args:
         data_source (`Sized`): the dataset.
@@ -114,7 +115,7 @@ class KGPSRepeatSampler(Sampler[int]):
         epoch = self.ledger.epoch
         for position in range(self.batches_per_epoch):
             if position == len(epoch):
-                self.ledger.choose()
+                self.engine.choose()
             rows = self.copies.rows(epoch[position].indices, epoch[position].turns).tolist()
             # e.g. rows [4, 7], mini_repeat_count 2, repeat_count 2 -> 4 4 7 7 4 4 7 7
             for _ in range(self.repeat_count):

@@ -92,18 +92,18 @@ class SpyKGPS(KGPSCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)  # the data loader and its sampler exist by now
-        ledger = self.sampler.ledger
-        if "choose" not in vars(ledger):  # not spied on yet
-            choose = ledger.choose
+        engine = self.sampler.engine
+        if "choose" not in vars(engine):  # not spied on yet
+            choose = engine.choose
 
             def spy():
-                lag = len(ledger.pending)
+                lag = len(engine.ledger.pending)
                 batch = choose()
                 self.batches.append(batch.tolist())
                 self.lags.append(lag)
                 return batch
 
-            ledger.choose = spy
+            engine.choose = spy
 
 
 def train(

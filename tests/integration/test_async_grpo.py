@@ -103,7 +103,7 @@ class EngineLog(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         engine, service = self.kgps.engine, self.kgps.adapter.service
         self.loaded = snapshot(engine)
-        choose, observe, predict, hand = engine.ledger.choose, engine.observe, engine.predict, service.choose
+        choose, observe, predict, hand = engine.choose, engine.observe, engine.predict, service.choose
 
         def spy_choose():
             batch = choose()
@@ -123,7 +123,7 @@ class EngineLog(TrainerCallback):
             self.handed.append(indices)
             return batch_id, indices
 
-        engine.ledger.choose, engine.observe, engine.predict = spy_choose, spy_observe, spy_predict
+        engine.choose, engine.observe, engine.predict = spy_choose, spy_observe, spy_predict
         service.choose = spy_hand
 
 
@@ -161,7 +161,7 @@ def replay(engine, ops):
     """Feeds `ops` to `engine`; every choice must be the logged one."""
     for op in ops:
         if op[0] == "choose":
-            np.testing.assert_array_equal(engine.ledger.choose(), op[1])
+            np.testing.assert_array_equal(engine.choose(), op[1])
         elif op[0] == "observe":
             # batches finish in any order: the record is named, as the selection service names it
             chosen = next(p for p in engine.ledger.pending if np.array_equal(p.indices, op[1]))

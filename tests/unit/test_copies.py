@@ -184,7 +184,7 @@ def test_a_resumed_epoch_replays_the_rows_it_yielded_and_goes_on_in_turn():
         for _ in range(count):
             rows.append(next(iterator))
             if len(rows) % 2 == 0 and len(rows) > skip:
-                sampler.ledger.observe(sampler.ledger.pending[-1].indices, [1, 0], [2, 2])
+                sampler.engine.observe(sampler.ledger.pending[-1].indices, [1, 0], [2, 2])
         return iterator, rows
 
     original = make()

@@ -157,7 +157,7 @@ def test_a_batch_without_rewards_warns_naming_the_functions_that_returned_none(s
 
     engine = SelectionEngine(KGPSSelector(8, KGPSConfig(), seed=0), batch_size=2)
     engine.rule = SuccessRule(["accuracy", "format"], [1.0, 1.0], success_reward, 0.5)
-    batch = engine.ledger.choose()
+    batch = engine.choose()
     rewards = np.full((2 * 4, 2), np.nan)  # 2 prompts x 4 completions, (accuracy, format)
     if success_reward is not None:
         rewards[:, 1] = 1.0  # the format reward scored every completion; accuracy, which decides, none
@@ -180,7 +180,7 @@ def test_a_batch_of_none_or_nan_rewards_is_reported_as_none_or_nan(returned):
 
     engine = SelectionEngine(KGPSSelector(8, KGPSConfig(), seed=0), batch_size=2)
     engine.rule = SuccessRule(["accuracy"], [1.0], None, 0.5)
-    batch = engine.ledger.choose()
+    batch = engine.choose()
     returned_by_function = [returned] * 8  # 2 prompts x 4 completions
     # As TRL converts them: `[reward if reward is not None else torch.nan for reward in output_reward_func]`
     stored = torch.tensor([r if r is not None else torch.nan for r in returned_by_function], dtype=torch.float32)

@@ -116,12 +116,13 @@ def saved_with_copies(tmp_path, monkeypatch):
     from trl_kgps import KGPSConfig, KGPSSelector
     from trl_kgps.engine import state_file
     from trl_kgps.engine.copies import PromptCopies
-    from trl_kgps.engine.ledger import BatchLedger
+    from trl_kgps.engine.engine import SelectionEngine
 
     selector = KGPSSelector(3, KGPSConfig(), seed=0)
     selector.update(np.array([0, 1, 2]), np.array([8, 4, 0]), np.array([8, 8, 8]))
-    ledger = BatchLedger(selector, 2)
-    ledger.choose()
+    engine = SelectionEngine(selector, 2)
+    engine.choose()
+    ledger = engine.ledger
 
     class Trainer:
         def save_model(self):

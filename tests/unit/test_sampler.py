@@ -11,8 +11,8 @@ from trl_kgps.sampler import KGPSRepeatSampler
 
 
 def score_oldest(sampler, successes=(1, 0, 2), trials=(2, 2, 2)):
-    """The trainer scored the oldest pending batch."""
-    return sampler.ledger.observe(sampler.ledger.pending[0].indices, successes, trials)
+    """The trainer scored the oldest pending batch: its `Observed`."""
+    return sampler.engine.observe(sampler.ledger.pending[0].indices, successes, trials)[0]
 
 
 def blocks(indices, batch_size, mini, repeat):

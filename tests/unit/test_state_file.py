@@ -99,7 +99,7 @@ def written_state(directory):
     from trl_kgps.engine.ledger import BatchLedger
 
     selector = KGPSSelector(4, KGPSConfig(), seed=0)
-    return state_file.write(directory, selector, BatchLedger(selector, 2).state_dict()), selector
+    return state_file.write(directory, selector, BatchLedger(selector.num_prompts, 2).state_dict()), selector
 
 
 def edit_meta(path, **entries):
@@ -129,7 +129,7 @@ def test_a_meta_entry_of_another_type_is_refused_naming_the_file_and_the_entry(t
     path, selector = written_state(tmp_path)
     edit_meta(path, **entries)
     before = selector.state_dict()
-    ledger = BatchLedger(selector, 2)
+    ledger = BatchLedger(selector.num_prompts, 2)
     # Before, `meta["selector"] = "KGPSSelector"` raised `AttributeError: 'str' object has no attribute 'get'` on
     # resume and on loading alike.
     for read in (

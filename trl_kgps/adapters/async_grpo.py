@@ -205,7 +205,7 @@ class SelectionService:
             ledger = self.engine.ledger
             pending = next((p for p in ledger.pending if p.handed_as is None), None)
             if pending is None:
-                self.engine.ledger.choose()
+                self.engine.choose()
                 pending = ledger.pending[-1]
             pending.hand_out(self.next_batch_id)
             self.next_batch_id += 1

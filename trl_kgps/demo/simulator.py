@@ -281,7 +281,7 @@ def simulate(method: str, scenario: Scenario, steps: int, seed: int = 0) -> Trac
         times_trained = np.zeros(scenario.num_prompts)
         _record_levels(trace, psi, heldout, level)
     for t in range(total):
-        batch = engine.ledger.choose()
+        batch = engine.choose()
         drawn = dynamic.take() if dynamic is not None else None  # DS rolled its batch out as it chose it
         if drawn is None:
             s, used = world.binomial(k, 1 / (1 + np.exp(-psi[batch]))), B * k

@@ -3,17 +3,22 @@ The selection engine: what KGPS does in a trainer, with no trainer in it. Both a
 `KGPSCallback` + `KGPSRepeatSampler` (TRL's `GRPOTrainer`, `RLOOTrainer`) and the asynchronous rollout loop
 (`trl_kgps.adapters.async_grpo`, TRL's `AsyncGRPOTrainer`).
 
-Per generation batch of `B` prompts its `ledger` (`BatchLedger`) chooses it (`ledger.choose`) and keeps it pending
-until it is scored, and saves and restores that bookkeeping (`ledger.state_dict`); the engine
+The engine is the one owner of the selector: it alone calls it. Per generation batch of `B` prompts it
 
-1. turns each group's rewards into successes `s` and scored rollouts `k` (`outcomes`, by the `SuccessRule`);
-2. feeds them to the selector through the ledger (`observe`) and returns the batch's `kgps/*` metrics;
-3. widens every belief for a policy update of norm \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) (`predict`), and
+1. chooses the batch (`choose`): a slice of the warmup's seeded permutation, then the selector's choice among the
+   prompts not pending;
+2. turns each group's rewards into successes `s` and scored rollouts `k` (`outcomes`, by the `SuccessRule`);
+3. feeds them to the selector (`observe`: a prompt's first observation during the warmup initialises its belief) and
+   returns the batch's `kgps/*` metrics;
+4. widens every belief for a policy update of norm \\(\lVert \theta_t - \theta_{t-1} \rVert_2\\) (`predict`), and
    returns its metrics.
 
-The adapters say where the batches, the rewards and the norms come from.
+Its `ledger` (`BatchLedger`, which holds no selector) records each batch from its choice to its outcomes, and saves
+and restores that record (`ledger.state_dict`). The adapters say where the batches, the rewards and the norms come
+from.
 """
 
+import time
 import warnings
 
 import numpy as np
@@ -60,7 +65,9 @@ class SelectionEngine:
         seed (`int`, *optional*, defaults to `0`): seeds the warmup's permutations.
 
     Attributes:
-        ledger (`BatchLedger`): the bookkeeping: pending batches, counters, prompts observed; of `ledger_class`.
+        selector (`PromptSelector`): the selector, which only the engine calls.
+        ledger (`BatchLedger`): the record of the rounds: pending batches, counters, prompts observed; of
+            `ledger_class`.
         rule (`SuccessRule` or `None`): how rewards become outcomes; the adapter sets it once it knows the reward
             functions.
     """
@@ -75,10 +82,23 @@ class SelectionEngine:
         seed: int = 0,
     ):
         self.selector = selector
-        self.ledger = self.ledger_class(selector, batch_size, warmup_batches, seed)
+        self.ledger = self.ledger_class(selector.num_prompts, batch_size, warmup_batches, seed)
         self.rule: SuccessRule | None = None
         self._warned_no_rewards = False
         self._no_reward_from: list[str] = []  # the reward functions with no reward for any of the last batch
+
+    def choose(self) -> np.ndarray:
+        """The next generation batch, `(B,)` int64, now pending: during the warmup a slice of the ledger's seeded
+        permutation, then the selector's choice among the prompts not pending (`BatchLedger.exclude`)."""
+        select_seconds = None
+        batch = self.ledger.warmup_batch()
+        if batch is None:
+            start = time.perf_counter()
+            batch = self.selector.select(self.ledger.batch_size, exclude=self.ledger.exclude())
+            select_seconds = time.perf_counter() - start
+        batch = np.asarray(batch, dtype=np.int64)
+        self.ledger.add_chosen(batch, self.selector.predicted_success(batch), select_seconds)
+        return batch
 
     def outcomes(self, rewards_per_func: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
         """
@@ -105,13 +125,27 @@ class SelectionEngine:
         chosen: ChosenBatch | None = None,
     ) -> tuple[Observed | None, dict[str, float]]:
         """
-        Feeds a scored batch's outcomes to the selector (`BatchLedger.observe`; where batches finish in any order, as
-        in the asynchronous trainer, `chosen` names its pending record) and returns `(scored, metrics)`: `scored` is
-        `None` for the last batch scored again, whose outcomes were already observed (then `metrics` is empty).
+        Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
+        prompts `batch` (`(B,)`), in that order; during the warmup a prompt's first observation initialises its belief.
+        Where batches finish in any order, as in the asynchronous trainer, `chosen` names its pending record
+        (`BatchLedger.take_scored`). Returns `(scored, metrics)`: `scored` is `None` for the last batch scored again,
+        whose outcomes were already observed (then `metrics` is empty). Raises `ValueError` for a batch that was never
+        chosen, before anything changes.
         """
-        scored = self.ledger.observe(batch, successes, trials, chosen=chosen)
-        if scored is None:
+        batch = np.asarray(batch, dtype=np.int64)
+        taken = self.ledger.take_scored(batch, chosen)
+        if taken is None:
             return None, {}
+        record, skipped = taken
+        s, k = np.asarray(successes, dtype=np.int64), np.asarray(trials, dtype=np.int64)
+        warmup = self.ledger.in_warmup
+        if warmup:
+            first = ~self.ledger.observed[batch]
+            self.selector.initialize(batch[first], s[first], k[first])
+            self.selector.update(batch[~first], s[~first], k[~first])
+        else:
+            self.selector.update(batch, s, k)
+        scored = self.ledger.add_scored(record, batch, s, k, warmup, skipped)
         if not scored.trials.any() and not self._warned_no_rewards:
             warnings.warn(
                 f"KGPS observed no reward for generation batch {self.ledger.batches_scored}: {self._silent()} "
@@ -147,7 +181,9 @@ class SelectionEngine:
                 (`KGPSSelector.predict`).
         """
         metrics = {"kgps/delta_norm": delta_norm}
-        if not self.ledger.in_warmup and hasattr(self.selector, "process_noise"):
+        if self.ledger.in_warmup:
+            return metrics
+        if hasattr(self.selector, "process_noise"):
             metrics["kgps/process_noise"] = self.selector.process_noise(delta_norm)
-        self.ledger.predict(delta_norm)
+        self.selector.predict(delta_norm)
         return metrics

@@ -1,19 +1,20 @@
 r"""
 The ledger of KGPS's rounds, numpy only: which generation batches were chosen and await their rewards, what was
-predicted for them, which prompts have been observed, the warmup rule, and all of it as a `state_dict`.
+predicted for them, which prompts have been observed, the warmup's order, and all of it as a `state_dict`. It holds
+no selector: the `SelectionEngine` (`engine.py`) chooses with the selector and feeds it, and records each step here.
 
-A round is: `choose()` a batch of `B` distinct prompts (a slice of a seeded permutation during the warmup, else the
-selector's choice among the prompts not pending), the trainer generates and scores it, `observe(batch, s, k)` feeds
-the outcomes to the selector, and after each optimizer step `predict(delta_norm)` widens the beliefs. The data
-loader asks for the next batch before the current one is scored, so several batches may be pending at once; the
-synchronous trainers score them in the order they were chosen, except after a resume, which may skip or regenerate
-one (`observe` says which); the asynchronous trainer scores them in any order, naming each.
+A round is: the engine chooses a batch of `B` distinct prompts (`warmup_batch`, a slice of a seeded permutation,
+during the warmup, else the selector's choice among the prompts not pending, `exclude`) and the ledger records it
+(`add_chosen`); the trainer generates and scores it; the ledger finds its pending record (`take_scored`), the engine
+feeds the outcomes to the selector, and the ledger records them (`add_scored`). The data loader asks for the next
+batch before the current one is scored, so several batches may be pending at once; the synchronous trainers score
+them in the order they were chosen, except after a resume, which may skip or regenerate one (`take_scored` says
+which); the asynchronous trainer scores them in any order, naming each.
 
 Each batch chosen has one record, a `ChosenBatch`, from its choice to its outcomes: `BatchLedger.pending` holds those
 awaiting rewards and, where the sampler iterates epochs, `BatchLedger.epoch` the same records in the order yielded.
 """
 
-import time
 import warnings
 from collections import deque
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import older_states
-from .protocol import PromptSelector
 
 
 class RecentBatches:
@@ -93,7 +93,7 @@ class ChosenBatch:
 
 @dataclass
 class Observed:
-    """A scored generation batch, as `BatchLedger.observe` fed it to the selector."""
+    """A scored generation batch, as `SelectionEngine.observe` fed it to the selector."""
 
     chosen: ChosenBatch  # the batch as it was chosen: its prompts, their predicted success, lag and selection time
     successes: np.ndarray  # (B,) int64, s
@@ -116,10 +116,10 @@ class Observed:
 
 class BatchLedger:
     """
-    The ledger of one run's rounds over `num_prompts = selector.num_prompts` prompts, `batch_size` prompts a batch.
+    The ledger of one run's rounds over `num_prompts` prompts, `batch_size` prompts a batch.
 
     Args:
-        selector (`PromptSelector`): chooses the batches after the warmup, and receives the outcomes.
+        num_prompts (`int`): `N`, the prompts the selector tracks.
         batch_size (`int`): `B`, distinct prompts per generation batch (`B <= num_prompts`).
         warmup_batches (`int`, *optional*, defaults to `0`): batches chosen uniformly first — slices of a seeded
             permutation per epoch of `num_prompts // B` batches, TRL's order — whose outcomes initialise each prompt's
@@ -139,16 +139,8 @@ class BatchLedger:
             `unique_prompts`) each `Observed` carries.
     """
 
-    def __init__(
-        self,
-        selector: PromptSelector,
-        batch_size: int,
-        warmup_batches: int = 0,
-        seed: int = 0,
-    ):
-        num_prompts = selector.num_prompts
+    def __init__(self, num_prompts: int, batch_size: int, warmup_batches: int = 0, seed: int = 0):
         check_batch_size(batch_size, num_prompts)
-        self.selector = selector
         self.batch_size = batch_size
         self.warmup_batches = warmup_batches
         self.seed = seed
@@ -193,30 +185,31 @@ class BatchLedger:
         """The sampler starts an epoch whose batches are all chosen afresh."""
         self.epoch = []
 
-    def choose(self) -> np.ndarray:
-        """The next generation batch, `(B,)` int64, now pending."""
-        select_seconds = None
-        if self.batches_chosen < self.warmup_batches:
-            # e.g. permutation [2, 4, 3, 1, 0, 6, 5], B = 3 -> [2, 4, 3], then [1, 0, 6] (the tail is dropped)
-            epoch, position = divmod(self.batches_chosen, self.batches_per_epoch)
-            if self._warmup_order[0] != epoch:
-                self._warmup_order = (epoch, np.asarray(self.warmup_order(epoch)))
-            batch = self._warmup_order[1][position * self.batch_size : (position + 1) * self.batch_size]
-        else:
-            start = time.perf_counter()
-            batch = self.selector.select(self.batch_size, exclude=self._exclude())
-            select_seconds = time.perf_counter() - start
-        batch = np.asarray(batch, dtype=np.int64)
-        predicted, turns = self.selector.predicted_success(batch), self.times_selected[batch].astype(np.int64)
-        chosen = ChosenBatch(batch, predicted, len(self.pending), select_seconds, turns=turns)
+    def warmup_batch(self) -> np.ndarray | None:
+        """The next batch's prompts, `(B,)`, while the warmup's batches are chosen: a slice of `warmup_order`; `None`
+        after."""
+        if self.batches_chosen >= self.warmup_batches:
+            return None
+        # e.g. permutation [2, 4, 3, 1, 0, 6, 5], B = 3 -> [2, 4, 3], then [1, 0, 6] (the tail is dropped)
+        epoch, position = divmod(self.batches_chosen, self.batches_per_epoch)
+        if self._warmup_order[0] != epoch:
+            self._warmup_order = (epoch, np.asarray(self.warmup_order(epoch)))
+        return self._warmup_order[1][position * self.batch_size : (position + 1) * self.batch_size]
+
+    def add_chosen(self, batch: np.ndarray, predicted: np.ndarray, select_seconds: float | None) -> ChosenBatch:
+        """Records `batch` (`(B,)` int64), just chosen, with its prompts' `predicted` success (`(B,)`) and the time the
+        selector took (`None` during the warmup): now pending, and the epoch's next batch."""
+        chosen = ChosenBatch(
+            batch, predicted, len(self.pending), select_seconds, turns=self.times_selected[batch].astype(np.int64)
+        )
         self.pending.append(chosen)
         if self.epoch is not None:
             self.epoch.append(chosen)
         self.batches_chosen += 1
         self.times_selected[batch] += 1
-        return batch
+        return chosen
 
-    def _exclude(self) -> np.ndarray | None:
+    def exclude(self) -> np.ndarray | None:
         """The pending prompts, unless excluding them would leave fewer than `B` to choose from (then a warning)."""
         if not self.pending:
             return None
@@ -237,24 +230,16 @@ class BatchLedger:
 
     # Scoring -------------------------------------------------------------------------------------------------
 
-    def observe(
-        self,
-        batch: np.ndarray,
-        successes: np.ndarray,
-        trials: np.ndarray,
-        *,
-        chosen: ChosenBatch | None = None,
-    ) -> Observed | None:
+    def take_scored(self, batch: np.ndarray, chosen: ChosenBatch | None = None) -> tuple[ChosenBatch, int] | None:
         """
-        Feeds the outcomes of a scored batch to the selector: `successes` `s` and `trials` `k` (`(B,)` each) of the
-        prompts `batch` (`(B,)`), in that order. `chosen`, its pending record, names the batch where batches finish
-        in any order (the asynchronous trainer): only it stops pending. Without it (the synchronous trainers, which
-        score in order), the batch is the oldest pending one with these prompts, and pending batches before it were
-        skipped by a resumed trainer: they stop pending too. The last batch scored, scored again (TRL regenerates it
-        when resumed inside its steps), is ignored: its outcomes were observed before the checkpoint. Returns `None`
-        then, and raises `ValueError` for a batch that was never chosen. A batch scored joins `recent`.
+        The pending record of the scored batch of prompts `batch` (`(B,)` int64), which stops pending, and how many
+        older pending batches were skipped. `chosen`, its pending record, names the batch where batches finish in any
+        order (the asynchronous trainer): only it stops pending. Without it (the synchronous trainers, which score in
+        order), the batch is the oldest pending one with these prompts, and pending batches before it were skipped by
+        a resumed trainer: they stop pending too. The last batch scored, scored again (TRL regenerates it when resumed
+        inside its steps), is to be ignored: its outcomes were observed before the checkpoint. Returns `None` then,
+        and raises `ValueError` for a batch that was never chosen, before anything changes.
         """
-        batch = np.asarray(batch, dtype=np.int64)
         in_order = chosen is None
         if in_order:
             position = next((i for i, p in enumerate(self.pending) if np.array_equal(p.indices, batch)), None)
@@ -274,14 +259,16 @@ class BatchLedger:
             self.pending.popleft()
         chosen = self.pending[position - skipped]
         del self.pending[position - skipped]
-        s, k = np.asarray(successes, dtype=np.int64), np.asarray(trials, dtype=np.int64)
-        warmup = self.in_warmup
-        if warmup:
-            first = ~self.observed[batch]
-            self.selector.initialize(batch[first], s[first], k[first])
-            self.selector.update(batch[~first], s[~first], k[~first])
-        else:
-            self.selector.update(batch, s, k)
+        return chosen, skipped
+
+    def add_scored(
+        self, chosen: ChosenBatch, batch: np.ndarray, s: np.ndarray, k: np.ndarray, warmup: bool, skipped: int
+    ) -> Observed:
+        """
+        Records the outcomes the selector was fed for the prompts `batch` of `chosen` (`(B,)` int64 each: successes
+        `s`, scored rollouts `k`), during the warmup or not, `skipped` older batches dropped: the prompts with a
+        scored rollout are observed, and the batch joins `recent`.
+        """
         seen = batch[k > 0]
         self.observed_count += int(np.count_nonzero(~self.observed[seen]))
         self.observed[seen] = True
@@ -289,13 +276,6 @@ class BatchLedger:
         self.last_scored = batch
         repeats = self.recent.add(batch)
         return Observed(chosen, s, k, warmup, skipped, repeats, self.recent.unique_prompts)
-
-    def predict(self, delta_norm: float) -> bool:
-        """Widens every belief for a policy update of norm `delta_norm`, after the warmup; whether it did."""
-        if self.in_warmup:
-            return False
-        self.selector.predict(delta_norm)
-        return True
 
     def drop_pending(self) -> None:
         """Forgets the batches awaiting rewards, e.g. chosen ahead by a `train()` that ended first."""

@@ -68,8 +68,8 @@ def shared_spread(shared) -> float:
 
 def batch_metrics(scored: Observed, coverage: float, nis: float | None) -> dict[str, float]:
     """
-    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as `BatchLedger.observe`
-    counted them), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a
+    The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as the ledger counted them,
+    `BatchLedger.add_scored`), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a
     scored rollout `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman`
     (predicted against empirical success `s / k`).
     """
