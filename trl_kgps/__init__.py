@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .sampler import KGPSRepeatSampler
     from .script_args import KGPSScriptArguments
 
-__version__ = "0.3.0.dev0"
+__version__ = "0.3.0"
 
 __all__ = [
     "KGPSCallback",

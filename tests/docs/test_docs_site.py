@@ -158,3 +158,15 @@ def test_the_api_reference_shows_every_type_without_markdown(tmp_path):
     ]  # each row's cells as text: name, type, description, default (parameters); fewer for returns and attributes
     assert ["config", "KGPSConfig"] == rows[0][:2]  # KGPSCallback's first parameter
     assert [cell for row in rows for cell in row if "`" in cell or "*" in cell] == []  # Markdown left as typed
+
+
+def _prose_words(text: str) -> int:
+    """The words a reader reads as prose: code blocks and table rows left out."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return len(" ".join(line for line in text.splitlines() if not line.lstrip().startswith("|")).split())
+
+
+def test_the_readme_and_the_docs_stay_short():
+    root = Path(__file__).resolve().parents[2]
+    assert _prose_words((root / "README.md").read_text()) <= 1500
+    assert sum(_prose_words(page.read_text()) for page in (root / "docs").glob("*.md")) <= 10_000

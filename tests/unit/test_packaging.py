@@ -93,7 +93,7 @@ def test_the_commands_default_output_folders_are_ignored_by_git():
 def test_the_readmes_first_commands_install_the_cpu_torch_only_where_no_torch_is_installed():
     first_block = re.search(r"```bash\n(.*?)```", README, flags=re.S).group(1).splitlines()
     guard, install = first_block[0], first_block[1]
-    assert install.startswith('pip install -e ".[demo]"') and "download.pytorch.org/whl/cpu" in guard
+    assert install.startswith('pip install "trl-kgps[demo] @ ') and "download.pytorch.org/whl/cpu" in guard
     assert "torch==2.13.0" in README[: README.index("## Use it in TRL")]
     # Run the guard with `pip install` replaced by an echo: silent where torch imports, an install where it does not.
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
