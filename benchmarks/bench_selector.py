@@ -273,7 +273,7 @@ def main():
             selector = kgps_from(mean, variance)
             first, median, mean_t = time_rounds(selector, args.rounds, np.random.default_rng(1), NORM)
             state_bytes = sum(v.nbytes for v in selector.state_dict().values() if isinstance(v, np.ndarray))
-            state_bytes += selector._ranking._bound.nbytes  # the score bounds, part of the working state
+            state_bytes += selector._rule.ranking._bound.nbytes  # the score bounds, part of the working state
             warm = kgps_from(mean, variance)
             warm.select(B)
             round_peak = peak_bytes(lambda warm=warm: time_rounds(warm, 3, np.random.default_rng(2), NORM))

@@ -20,6 +20,7 @@ from ._draw import CandidatePass, draw
 from ._utility import expected_mixed_group_probability, mixed_group_probability
 from .kgps import KGPSSelector
 from .per_prompt import PerPromptFilter
+from .rule import SelectionRule
 
 
 OBJECTIVES = ("mixed", "variance")
@@ -165,19 +166,97 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
 _DEFAULT_GROUP_SIZE = 8
 
 
+class ExperimentalRule(SelectionRule):
+    r"""
+    `SelectionRule` with the variants of `ExperimentalConfig` that choose otherwise: Thompson sampling, candidates
+    dealt from passes over the pool, the 'mixed' objective and the utility at the mean. For a plain `KGPSConfig` it
+    chooses as `SelectionRule`, bit for bit. It keeps the candidate pass and the group size last seen.
+
+    Args: as `SelectionRule`'s; `config` an `ExperimentalConfig`.
+    """
+
+    def __init__(self, beliefs, config: ExperimentalConfig, num_prompts: int, row_weight: np.ndarray | None = None):
+        super().__init__(beliefs, config, num_prompts, row_weight)
+        self.candidate_pass = CandidatePass(num_prompts)
+        self.group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
+
+    @property
+    def points(self) -> int | None:
+        return self.config.quadrature_points if self.config.utility == "posterior" else None
+
+    @property
+    def ranks(self) -> bool:
+        return super().ranks and self.config.objective == "variance" and self.config.shared_drift == 0
+
+    @property
+    def score_bound(self) -> float:
+        return 0.25 if self.config.objective == "variance" else 1.0
+
+    @property
+    def group_size(self) -> int:
+        """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
+        return self.config.group_size or self.group_size_seen
+
+    def score(self, indices: np.ndarray) -> np.ndarray:
+        if self.config.objective == "variance":
+            return super().score(indices)
+        m, P = self.beliefs.utility_moments(indices)
+        return expected_mixed_group_probability(m, P, self.group_size, self.points)
+
+    def thompson_score(self, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt, from `rng`."""
+        m, P = self.beliefs.moments(indices)
+        psi = m + np.sqrt(np.maximum(P, 0.0)) * rng.standard_normal(indices.size)
+        if self.config.objective == "variance":
+            return 1.0 / (2.0 + 2.0 * np.cosh(psi))
+        return mixed_group_probability(psi, self.group_size)
+
+    def choose(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        config = self.config
+        if config.candidates > 0 and config.candidate_pass:
+            pool = self.candidate_pass.next(math.ceil(config.candidates * batch_size), excluded, rng)
+        elif config.selection == "thompson":
+            pool = self.candidates(batch_size, excluded, rng)
+        else:
+            return super().choose(batch_size, excluded, rng)
+        if config.selection == "thompson":
+            return draw(pool, self.thompson_score(pool, rng), batch_size, "top", rng)
+        return draw(pool, self.score(pool), batch_size, config.selection, rng, config.selection_temperature)
+
+    def observed(self, trials: np.ndarray) -> None:
+        self.group_size_seen = int(trials.max())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**self.candidate_pass.state_dict(), "group_size_seen": self.group_size_seen}
+
+    def restored(self, state: dict[str, Any], beliefs) -> "ExperimentalRule":
+        """`SelectionRule.restored`, with the pass and the group size, both checked first."""
+        group_size_seen = int(state["group_size_seen"])
+        if group_size_seen < 1:
+            raise ValueError(
+                f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
+            )
+        candidate_pass = CandidatePass(self.num_prompts)
+        candidate_pass.load_state_dict(state)
+        rule = super().restored(state, beliefs)
+        rule.candidate_pass, rule.group_size_seen = candidate_pass, group_size_seen
+        return rule
+
+
 class ExperimentalSelector(KGPSSelector):
     r"""
-    `KGPSSelector` with the variants of `ExperimentalConfig`: Thompson sampling, candidates dealt from passes over the
-    pool, the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the 'mixed'
-    objective, and the paper's ablations (the utility at the mean, \\(Q = \gamma \lVert\Delta\theta\rVert^p\\), a
-    fixed \\(Q\\)). For a plain `KGPSConfig` it runs as a `KGPSSelector`, bit for bit. Its state adds the candidate
-    pass and the group size last seen.
+    `KGPSSelector` with the variants of `ExperimentalConfig`, through its extension point: Thompson sampling,
+    candidates dealt from passes over the pool, the 'mixed' objective and the utility at the mean
+    (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), and
+    the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain `KGPSConfig` it runs as
+    a `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
     default).
     """
 
-    _config_class = ExperimentalConfig
+    config_class = ExperimentalConfig
+    rule_class = ExperimentalRule
 
     def __init__(
         self,
@@ -190,8 +269,6 @@ class ExperimentalSelector(KGPSSelector):
         if config is not None and not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features, rows_per_prompt)
-        self._pass = CandidatePass(self.num_prompts)
-        self._group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
 
     def _new_filter(self, features):
         if self.config.shared_variance > 0:
@@ -212,72 +289,7 @@ class ExperimentalSelector(KGPSSelector):
     @property
     def group_size(self) -> int:
         """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
-        return self.config.group_size or self._group_size_seen
-
-    def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
-        """`KGPSSelector._observed`, and the group size seen."""
-        super()._observed(nis, k)
-        self._group_size_seen = int(k.max())
-
-    @property
-    def _points(self) -> int | None:
-        return self.config.quadrature_points if self.config.utility == "posterior" else None
-
-    @property
-    def _uses_ranking(self) -> bool:
-        return super()._uses_ranking and self.config.objective == "variance" and self.config.shared_drift == 0
-
-    @property
-    def _score_bound(self) -> float:
-        return 0.25 if self.config.objective == "variance" else 1.0
-
-    def _score(self, indices: np.ndarray) -> np.ndarray:
-        if self.config.objective == "variance":
-            return super()._score(indices)
-        m, P = self._filter.utility_moments(indices)
-        return expected_mixed_group_probability(m, P, self.group_size, self._points)
-
-    def _thompson_score(self, indices: np.ndarray) -> np.ndarray:
-        r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt."""
-        m, P = self._filter.moments(indices)
-        psi = m + np.sqrt(np.maximum(P, 0.0)) * self._rng.standard_normal(indices.size)
-        if self.config.objective == "variance":
-            return 1.0 / (2.0 + 2.0 * np.cosh(psi))
-        return mixed_group_probability(psi, self.group_size)
-
-    def _choose(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
-        config = self.config
-        if config.candidates > 0 and config.candidate_pass:
-            pool = self._pass.next(math.ceil(config.candidates * batch_size), excluded, self._rng)
-        elif config.selection == "thompson":
-            pool = self._candidates(batch_size, excluded)
-        else:
-            return super()._choose(batch_size, excluded)
-        if config.selection == "thompson":
-            return draw(pool, self._thompson_score(pool), batch_size, "top", self._rng)
-        return draw(pool, self._score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            **super().state_dict(),
-            **self._pass.state_dict(),
-            "group_size_seen": self._group_size_seen,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """`KGPSSelector.load_state_dict`, and the pass and the group size, all checked first."""
-        if not isinstance(state, dict):
-            return super().load_state_dict(state)  # its error
-        extra = older_states.kgps_state(state)
-        group_size_seen = int(extra["group_size_seen"])
-        if group_size_seen < 1:
-            raise ValueError(
-                f"state['group_size_seen']={group_size_seen} is not a number of rollouts; it is corrupted."
-            )
-        candidate_pass = CandidatePass(self.num_prompts)
-        candidate_pass.load_state_dict(extra)
-        super().load_state_dict(state)
-        self._pass, self._group_size_seen = candidate_pass, group_size_seen
+        return self._rule.group_size
 
     @classmethod
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 r"""
 The KGPS estimator's public class: a facade over the filter its config picks — `per_prompt.PerPromptFilter` (the
 paper's, `shared_variance=0`) or `shared_filter.SharedFilter` (the default: a factor shared across prompts) — that
-validates every input, selects over the filter's moments (`_utility`, `_ranking`, `_draw`) and assembles the state
-dict. Framework-free (numpy only) and vectorised over all prompts. The variants measured and left out of the default
-subclass it in `experimental.py`.
+validates every input, chooses batches from the filter's moments through its `rule.SelectionRule` and assembles the
+state dict. Framework-free (numpy only) and vectorised over all prompts. The variants measured and left out of the
+default extend it through its extension point, in `experimental.py`.
 """
 
 import dataclasses
@@ -23,11 +23,10 @@ from ._checks import (
     as_observations,
     check_scalar,
 )
-from ._draw import draw, random_candidates, whole_pool_draw
-from ._ranking import UtilityRanking
-from ._utility import Utility, expected_success
+from ._utility import expected_success
 from .base import FromPretrainedMixin
 from .per_prompt import PerPromptFilter
+from .rule import SelectionRule
 from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
@@ -89,6 +88,12 @@ class KGPSSelector(FromPretrainedMixin):
     one observation, as if all those rollouts came from one group. Indices with zero trials leave their prompt
     unchanged. Every method validates all of its input before it changes any state.
 
+    Extension point: a variant of KGPS subclasses `KGPSSelector` and changes these, and only these: `config_class`
+    (the `KGPSConfig` subclass holding its own fields), `rule_class` (a `rule.SelectionRule` subclass: how a batch is
+    chosen, and what that keeps in the state), `_new_filter` (the beliefs' filter) and `process_noise` (\(Q\)); it
+    reads its rule as `self._rule`. It is picked by name once registered (`trl_kgps.register_selector`), and for a
+    config of its `config_class` wherever KGPS is asked for. `trl_kgps.selectors.experimental` is one.
+
     Example:
 
     ```python
@@ -100,8 +105,9 @@ class KGPSSelector(FromPretrainedMixin):
     ```
     """
 
-    # The config class whose fields this selector reads.
-    _config_class = KGPSConfig
+    # Extension point: the config class whose fields this selector reads, and how it chooses a batch.
+    config_class: type[KGPSConfig] = KGPSConfig
+    rule_class: type[SelectionRule] = SelectionRule
 
     def __init__(
         self,
@@ -116,11 +122,14 @@ class KGPSSelector(FromPretrainedMixin):
             config = KGPSConfig()
         elif not isinstance(config, KGPSConfig):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
-        unread = sorted({f.name for f in dataclasses.fields(config)} - self._config_class.__dataclass_fields__.keys())
+        unread = sorted({f.name for f in dataclasses.fields(config)} - self.config_class.__dataclass_fields__.keys())
         if unread:
+            readers = [
+                f"{c.__module__}.{c.__name__}" for c in _variants(KGPSSelector) if c.config_class is type(config)
+            ]
             raise TypeError(
                 f"{type(config).__name__} has fields {unread} that {type(self).__name__} does not read: build "
-                "trl_kgps.selectors.experimental.ExperimentalSelector for it (build_selector and KGPSCallback do)."
+                f"{' or '.join(readers) or 'the selector that reads them'} for it (build_selector and KGPSCallback do)."
             )
         # Without the train dataset, what it would decide is the with-metadata value (`KGPSConfig.resolved`); a
         # config `with_metadata` resolved already is kept as it is.
@@ -135,7 +144,7 @@ class KGPSSelector(FromPretrainedMixin):
         self.config = config
         self.seed = seed
         # w_i = rows_i^T, which multiplies a prompt's score in the draw: its probability u_i^(1/T) times rows_i.
-        self._row_weight = None
+        row_weight = None
         if config.copies_weight == "rows" and rows_per_prompt is not None:
             rows = np.asarray(rows_per_prompt)
             if rows.shape != (num_prompts,) or rows.dtype.kind not in "iu" or (rows < 1).any():
@@ -143,16 +152,18 @@ class KGPSSelector(FromPretrainedMixin):
                     f"rows_per_prompt must hold one count >= 1 per prompt ({num_prompts}), got shape {rows.shape} "
                     f"({rows.dtype}): pass each prompt's number of rows (PromptCopies.rows_per_prompt)."
                 )
-            self._row_weight = rows.astype(np.float64) ** config.selection_temperature
+            row_weight = rows.astype(np.float64) ** config.selection_temperature
         self._filter = self._new_filter(features)
         self._rng = np.random.Generator(np.random.PCG64(seed))
-        self._utility = Utility(self._points)
-        self._ranking = UtilityRanking(self._utility)
+        self._rule = self.rule_class(self._filter, config, num_prompts, row_weight)
         self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
         self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
 
     def _new_filter(self, features: Any) -> PerPromptFilter | SharedFilter:
-        """The filter `self.config` asks for: the shared factor's (`shared_variance > 0`) or one per prompt."""
+        """
+        Extension point: the filter `self.config` asks for, the shared factor's (`shared_variance > 0`) or one per
+        prompt, over `self.num_prompts` prompts of `features` (see the class's arguments).
+        """
         config = self.config
         if config.shared_variance > 0:
             return SharedFilter(
@@ -201,7 +212,7 @@ class KGPSSelector(FromPretrainedMixin):
         nis = self._filter.initialize(idx, s, k)
         if nis is not None:
             self._observed(nis, k)
-        self._rescore(idx)
+        self._rule.changed(idx)
 
     def predict(self, delta_norm: float | ArrayLike) -> None:
         r"""
@@ -225,12 +236,10 @@ class KGPSSelector(FromPretrainedMixin):
                 "after. Lower gamma (the paper's 0.1 suits update norms near 1), or set fixed_process_noise; check the "
                 "learning rate if the norm itself is unexpected. No belief changed."
             )
-        folded = self._filter.predict(Q)
-        if folded and self._uses_ranking:
-            self._ranking.shift_offset(folded)
+        self._rule.predicted(self._filter.predict(Q))
 
     def process_noise(self, delta_norm: float | ArrayLike) -> float:
-        r"""\\(Q\\) for the given update norm(s), without applying it."""
+        r"""\\(Q\\) for the given update norm(s), without applying it. Extension point: `predict` applies this."""
         return float(self.gamma * np.sum(as_delta_norms(delta_norm)))
 
     @property
@@ -261,7 +270,7 @@ class KGPSSelector(FromPretrainedMixin):
             return
         nis = self._filter.update(idx, s, k)
         self._observed(nis, k)
-        self._rescore(idx)
+        self._rule.changed(idx)
 
     def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
         r"""
@@ -282,11 +291,7 @@ class KGPSSelector(FromPretrainedMixin):
             else:
                 scale = self._gamma_scale * np.exp(step)
             self._gamma_scale = float(np.clip(scale, 1 / MAX_GAMMA_SCALE, MAX_GAMMA_SCALE))
-
-    def _rescore(self, indices: np.ndarray) -> None:
-        """Keeps the cached ranking's bounds valid for `indices`, whose beliefs just changed."""
-        if self._uses_ranking:
-            self._ranking.on_update(indices, self._filter.m, self._filter.P, self._filter.c)
+        self._rule.observed(k)
 
     def scores(self) -> np.ndarray:
         r"""
@@ -296,30 +301,7 @@ class KGPSSelector(FromPretrainedMixin):
             `np.ndarray` of shape `(N,)`, float32: the posterior expectation (Gauss–Hermite) of \\(p(1-p)\\), in
                 `[0, 0.25]`.
         """
-        if self._uses_ranking:
-            return self._ranking.refresh(self._filter.m, self._filter.P, self._filter.c).copy()
-        return self._score(np.arange(self.num_prompts)).astype(np.float32)
-
-    @property
-    def _uses_ranking(self) -> bool:
-        """
-        Whether beliefs change only where observed, so that the exact fast top-B (`_ranking`) holds: the per-prompt
-        filter only, since an update of the shared part moves every prompt of its group.
-        """
-        return isinstance(self._filter, PerPromptFilter)
-
-    # The largest score `_score` can give: `whole_pool_draw`'s rejection bound.
-    _score_bound = 0.25
-
-    @property
-    def _points(self) -> int | None:
-        """The Gauss–Hermite nodes of the utility's expectation (`None`: its value at the mean)."""
-        return self.config.quadrature_points
-
-    def _score(self, indices: np.ndarray) -> np.ndarray:
-        """The posterior expectation of \\(p(1-p)\\) for `indices` (float64 of shape `(n,)`)."""
-        m, P = self._filter.utility_moments(indices)
-        return self._utility(m, P.astype(np.float32)).astype(np.float64)
+        return self._rule.scores()
 
     def select(self, batch_size: int, exclude: ArrayLike | None = None) -> np.ndarray:
         """
@@ -339,34 +321,7 @@ class KGPSSelector(FromPretrainedMixin):
         """
         excluded = np.unique(as_index_array("exclude", [] if exclude is None else exclude, self.num_prompts))
         batch_size = as_batch_size(batch_size, self.num_prompts - excluded.size)
-        return self._choose(batch_size, excluded)
-
-    def _choose(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
-        """`select` on checked arguments: `excluded` sorted and unique, `batch_size` prompts left to choose from."""
-        config = self.config
-        if config.selection == "top" and config.candidates == 0 and self._uses_ranking:  # the paper's, exact fast
-            f = self._filter
-            return self._ranking.select(f.m, f.P, f.c, batch_size, excluded, self._rng)
-        score, bound = self._score, self._score_bound
-        if self._row_weight is not None:  # copies weigh by their rows: each score times w_i = rows_i^T
-            score, bound = self._score_by_rows, self._score_bound * float(self._row_weight.max())
-        if config.selection == "sample" and config.candidates == 0:  # the default, in O(B): `_draw.whole_pool_draw`
-            return whole_pool_draw(
-                self.num_prompts, score, bound, batch_size, excluded, self._rng, config.selection_temperature
-            )
-        pool = self._candidates(batch_size, excluded)
-        return draw(pool, score(pool), batch_size, config.selection, self._rng, config.selection_temperature)
-
-    def _score_by_rows(self, indices: np.ndarray) -> np.ndarray:
-        """`_score` times each prompt's rows to the power `T`: the draw's probabilities then grow with the rows."""
-        return self._score(indices) * self._row_weight[indices]
-
-    def _candidates(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
-        """`ceil(candidates * batch_size)` prompts drawn at random, or every prompt not excluded with `candidates=0`."""
-        if self.config.candidates > 0:
-            count = math.ceil(self.config.candidates * batch_size)
-            return random_candidates(self.num_prompts, count, excluded, self._rng)
-        return np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
+        return self._rule.choose(batch_size, excluded, self._rng)
 
     def predicted_success(self, indices: ArrayLike | None = None) -> np.ndarray:
         r"""
@@ -406,6 +361,7 @@ class KGPSSelector(FromPretrainedMixin):
             **beliefs,
             "config": dataclasses.asdict(self.config),
             "seed": self.seed,
+            **self._rule.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -450,9 +406,10 @@ class KGPSSelector(FromPretrainedMixin):
                 f"state_dict['gamma_scale'] must lie in [1e-3, 1e3] (gamma's calibration), got {gamma_scale!r}; this "
                 "state is corrupted."
             )
+        rule = self._rule.restored(state, filter_)
         # Everything checked: only now does this selector change.
-        self._filter, self._rng, self.last_nis, self._gamma_scale = filter_, rng, last_nis, gamma_scale
-        self._ranking.invalidate()
+        self._filter, self._rule, self._rng = filter_, rule, rng
+        self.last_nis, self._gamma_scale = last_nis, gamma_scale
 
     @classmethod
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
@@ -461,3 +418,8 @@ class KGPSSelector(FromPretrainedMixin):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"
+
+
+def _variants(cls: type) -> list[type]:
+    """Every subclass of `cls` defined so far, at any depth: the variants of KGPS whose modules were imported."""
+    return [variant for sub in cls.__subclasses__() for variant in (sub, *_variants(sub))]
