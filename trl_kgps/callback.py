@@ -7,13 +7,12 @@ from transformers import Trainer, TrainerCallback
 from .adapters import trl_private
 from .adapters.async_grpo import AsyncGRPOAdapter, check_drop_zero_advantage
 from .adapters.grpo import GRPOAdapter
-from .adapters.trainer_adapter import ATTACH, REUSED, TrainerAdapter
+from .adapters.trainer_adapter import REUSED, TrainerAdapter, check_bound, requested_config
 from .config import KGPSConfig
 from .engine.engine import SelectionEngine
 from .engine.ledger import BatchLedger
 from .engine.protocol import PromptSelector
 from .sampler import KGPSRepeatSampler
-from .selectors import SELECTORS
 
 
 if TYPE_CHECKING:
@@ -52,15 +51,10 @@ class KGPSCallback(TrainerCallback):
         trainer: Trainer | None = None,
         drop_zero_advantage: bool = False,
     ):
-        if config is None:
-            config = getattr(selector, "config", None) or KGPSConfig()
-        if not isinstance(config, KGPSConfig):
-            raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
-        if isinstance(selector, str) and selector not in SELECTORS:
-            raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
         self.trainer: Trainer | None = None
         self.adapter: TrainerAdapter | None = None  # `GRPOAdapter` or `AsyncGRPOAdapter`, once attached
-        self.config, self.drop_zero_advantage, self._selector = config, drop_zero_advantage, selector
+        self.config, self._selector = requested_config(config, selector), selector
+        self.drop_zero_advantage = drop_zero_advantage
         if trainer is not None:
             self.attach(trainer)
 
@@ -92,16 +86,10 @@ class KGPSCallback(TrainerCallback):
 
     @property
     def effective_config(self) -> KGPSConfig | None:
-        """
-        The config KGPS runs with: `config` with the fields it left to the dataset (`None`) decided for the train
-        dataset (`KGPSConfig.resolved`) and the feature columns found named, as the selector holds it, its state file
-        saves it and a resume compares it; for a selector without a KGPS config (a baseline), `config` as passed.
-        `None` before training starts.
-        """
-        if self.engine is None:
-            return None
-        selector_config = getattr(self.selector, "config", None)
-        return selector_config if isinstance(selector_config, KGPSConfig) else self.config
+        """The config KGPS runs with, as the selector holds it, its state file saves it and a resume compares it:
+        `config` with the fields it left to the dataset (`None`) decided (`KGPSConfig.resolved`), the feature columns
+        found named; `config` as passed for a selector without a KGPS config (a baseline). `None` before training."""
+        return None if self.adapter is None else self.adapter.effective_config
 
     @property
     def sampler(self) -> KGPSRepeatSampler | None:
@@ -142,14 +130,10 @@ class KGPSCallback(TrainerCallback):
     def on_init_end(self, args, state, control, **kwargs):
         if self.trainer is None:
             self.attach(trl_private.trainer_being_built(self))
-        elif args is not self.trainer.args:  # passed to a second trainer (a notebook cell run twice)
-            raise RuntimeError(REUSED)
+        check_bound(self.trainer, args)  # another trainer's event: passed to a second one (a notebook cell run twice)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.trainer is None:
-            raise RuntimeError(ATTACH)
-        if args is not self.trainer.args:
-            raise RuntimeError(REUSED)
+        check_bound(self.trainer, args)
         self.adapter.on_train_begin(args, state, control, **kwargs)
 
     def on_optimizer_step(self, args, state, control, **kwargs):

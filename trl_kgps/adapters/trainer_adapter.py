@@ -17,6 +17,7 @@ from ..engine.engine import SelectionEngine
 from ..engine.ledger import BatchLedger
 from ..engine.prompts_digest import prompts_digest
 from ..engine.protocol import PromptSelector
+from ..selectors import SELECTORS
 from . import checkpoint, trainer_record
 from .dataset_columns import Metadata, copies_that_differ, describe_differing, selector_for, with_metadata
 from .dataset_copies import find_copies
@@ -44,6 +45,30 @@ ONE_PER_TRAINER = (
     "rewards. Keep one; to compare selectors, train one trainer for each, e.g. with "
     '`KGPSCallback(selector="uniform")`.'
 )
+
+
+def requested_config(config: KGPSConfig | None, selector: "str | PromptSelector | None") -> KGPSConfig:
+    """
+    The config of a run asked for with `config` and `selector` (`KGPSCallback`'s arguments): `config`, else that of a
+    `selector` instance that holds one, else `KGPSConfig()`. Raises, before any trainer is built, `TypeError` for a
+    `config` that is not a `KGPSConfig` and `ValueError` for a selector name that is not one of `SELECTORS`.
+    """
+    if config is None:
+        config = getattr(selector, "config", None) or KGPSConfig()
+    if not isinstance(config, KGPSConfig):
+        raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
+    if isinstance(selector, str) and selector not in SELECTORS:
+        raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
+    return config
+
+
+def check_bound(trainer: Trainer | None, args: Any) -> None:
+    """Raises unless a callback bound to `trainer` (`None`: to none, `ATTACH`) gets that trainer's event, whose
+    arguments are `args` (another trainer's: `REUSED`)."""
+    if trainer is None:
+        raise RuntimeError(ATTACH)
+    if args is not trainer.args:
+        raise RuntimeError(REUSED)
 
 
 def check_map_style(dataset: Any) -> None:
@@ -177,6 +202,15 @@ class TrainerAdapter(TrainerCallback):
     @property
     def ledger(self) -> BatchLedger | None:
         return None if self.engine is None else self.engine.ledger
+
+    @property
+    def effective_config(self) -> KGPSConfig | None:
+        """The config KGPS runs with (`KGPSCallback.effective_config`): the selector's, resolved for the dataset, or,
+        for a selector without a KGPS config (a baseline), `config` as passed; `None` before training starts."""
+        if self.engine is None:
+            return None
+        selector_config = getattr(self.selector, "config", None)
+        return selector_config if isinstance(selector_config, KGPSConfig) else self.config
 
     @property
     def rollouts(self) -> int:
