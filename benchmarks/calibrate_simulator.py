@@ -36,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from realcpu import results_file  # noqa: E402
 from realcpu.environment import environment  # noqa: E402
 
 from trl_kgps.demo.simulator import SCENARIOS, simulate  # noqa: E402
@@ -94,8 +95,7 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
-    with open(os.path.join(args.results, "real_cpu.json")) as f:
-        real = json.load(f)
+    real = results_file.load(os.path.join(args.results, "real_cpu.json"))
     trajectories = pd.read_parquet(os.path.join(args.results, "real_cpu_trajectories.parquet"))
     curves = real_curves(trajectories, real["runs"])
     means, spread = starting_logits(trajectories)

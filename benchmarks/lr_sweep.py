@@ -20,7 +20,6 @@ then `linear` decays to zero at the last step and `constant_with_warmup` (verl's
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -32,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks.realcpu import runner, setting  # noqa: E402
+from benchmarks.realcpu import results_file, runner, setting  # noqa: E402
 from benchmarks.realcpu.environment import environment  # noqa: E402
 
 
@@ -107,10 +106,11 @@ def plot(results: dict, path: str) -> None:
     plt.close(fig)
 
 
-def report(results: dict, out: str) -> str:
+def report(results: dict, out: str, save: bool = True) -> str:
+    """`lr_sweep.json` (with `save`), `lr_sweep.md` and `lr_sweep.png` into `out`; the table's text."""
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "lr_sweep.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    if save:
+        results_file.save(results, os.path.join(out, "lr_sweep.json"))
     text = (
         "# Uniform's learning rate, per regime\n\n"
         f"`{results['command']}`, {results['wall_s'] / 60:.0f} min. Schedule `{results['schedule']}` (linear warmup "
@@ -140,8 +140,7 @@ def main(argv=None) -> int:
     args.out = args.out or os.path.join("benchmarks", "results", folder, args.schedule)
     args.regimes = args.regimes or ",".join(n for n, r in setting.REGIMES.items() if r.family == args.family)
     if args.report_only:
-        with open(os.path.join(args.out, "lr_sweep.json")) as f:
-            print(report(json.load(f), args.out))
+        print(report(results_file.load(os.path.join(args.out, "lr_sweep.json")), args.out, save=False))
         return 0
     names, rates = args.regimes.split(","), [float(r) for r in args.rates.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -25,7 +25,6 @@ Writes `real_cpu.json` (the environment, every run's curves and summary), `real_
 
 import argparse
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -38,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from realcpu import check, methods, report, runner, setting  # noqa: E402
+from realcpu import check, methods, report, results_file, runner, setting  # noqa: E402
 from realcpu.environment import environment  # noqa: E402
 
 
@@ -92,7 +91,11 @@ def parse(argv=None) -> argparse.Namespace:
         help="compare one run with a committed results file and exit: by default the reference run at 1e-4, which "
         "every environment reproduces; benchmarks/results/real_cpu.json reproduces in the environment it records",
     )
-    parser.add_argument("--report_only", action="store_true", help="rewrite the table and plot from real_cpu.json")
+    parser.add_argument(
+        "--report_only",
+        action="store_true",
+        help="rewrite the table and plot from real_cpu.json (or real_cpu.json.xz)",
+    )
     parser.add_argument(
         "--make_warm_start",
         type=int,
@@ -119,8 +122,7 @@ def main(argv=None) -> int:
         print(setting.make_warm_start(args.make_warm_start, family=args.family))
         return 0
     if args.report_only:
-        with open(os.path.join(args.out, "real_cpu.json")) as f:
-            print(report.write(json.load(f), args.out))
+        print(report.write(results_file.load(os.path.join(args.out, "real_cpu.json")), args.out, save=False))
         return 0
     regimes, names = args.regimes.split(","), args.methods.split(",")
     unknown = [r for r in regimes if r not in setting.ALL_REGIMES] + [m for m in names if not methods.known(m)]
@@ -178,8 +180,7 @@ def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
     """
     results["merged"] = []
     for path in paths:
-        with open(path) as f:
-            earlier = json.load(f)
+        earlier = results_file.load(path)
         results["merged"].append(dict(path=path, command=earlier["command"], environment=earlier["environment"]))
         results["merged"] += report.merged_runs(earlier)  # what that file had merged in turn
         for name, other in earlier["regimes"].items():

@@ -12,12 +12,11 @@ their files record; `--check benchmarks/results/real_cpu.json` compares there.
 """
 
 import dataclasses
-import json
 import os
 
 import numpy as np
 
-from . import runner
+from . import results_file, runner
 from . import setting as settings
 from .environment import PACKAGES, environment
 from .report import curves
@@ -35,8 +34,7 @@ def check(results_path: str, threads: int = 1) -> tuple[bool, str]:
     import torch
 
     torch.set_num_threads(threads)
-    with open(results_path) as f:
-        committed = json.load(f)
+    committed = results_file.load(results_path)
     setting = settings.build(settings.REGIMES[REGIME])
     recorded = committed["regimes"][REGIME]["regime"]
     regime = dataclasses.replace(

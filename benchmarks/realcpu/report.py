@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from benchmarks.realcpu import calibration
+from benchmarks.realcpu import calibration, results_file
 from benchmarks.realcpu.environment import describe
 from benchmarks.realcpu.methods import BASELINE
 
@@ -371,13 +371,14 @@ def plot(results: dict, path: str) -> None:
     plt.close(fig)
 
 
-def write(results: dict, out: str, plots: bool = True) -> str:
-    """`real_cpu.json`, `real_cpu.md` and (with `plots`) `real_cpu_accuracy_vs_rollouts.png` into `out`."""
-    import json
-
+def write(results: dict, out: str, plots: bool = True, save: bool = True) -> str:
+    """
+    `real_cpu.json` (with `save`; `results_file.save`), `real_cpu.md` and (with `plots`)
+    `real_cpu_accuracy_vs_rollouts.png` into `out`.
+    """
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "real_cpu.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    if save:
+        results_file.save(results, os.path.join(out, "real_cpu.json"))
     table = markdown(results)
     with open(os.path.join(out, "real_cpu.md"), "w") as f:
         f.write(table)
