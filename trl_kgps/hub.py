@@ -17,6 +17,7 @@ from .engine import older_states
 from .engine import state_file as _state_file
 from .engine.protocol import PromptSelector
 from .selectors import SELECTORS, class_named
+from .selectors.registry import unregistered_module
 
 
 if TYPE_CHECKING:
@@ -112,6 +113,12 @@ def _restore(
         try:
             expected = class_named(name)
         except KeyError:
+            module = unregistered_module(name)
+            if module is not None:
+                raise ValueError(
+                    f"The KGPS state of {location!r} holds a {name!r}, a selector that registers when its module is "
+                    f"imported: `import {module}` first."
+                ) from None
             raise ValueError(
                 f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
                 f"{sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself and pass it "

@@ -18,7 +18,7 @@ from ..engine import older_states, state_file
 from ..engine.copies import PromptCopies
 from ..engine.protocol import PromptSelector
 from ..selectors import KGPSSelector
-from ..selectors.experimental import EXPERIMENTAL_DEFAULTS, experimental
+from ..selectors.registry import unregistered_module
 from . import trainer_record
 
 
@@ -154,6 +154,7 @@ def resume(
         saved = trainer_record.saved(arrays, meta)
         trainer_record.check_same_loop(path, saved, trainer or {})
         _check_same_copies(arrays, meta, copies)
+        _check_registered(meta, selector)
         selector_state, ledger_state = state_file.read_run(
             path, arrays, meta, selector, ledger.batch_size, prompts(), batch_formula
         )
@@ -173,6 +174,18 @@ def resume(
     selector.load_state_dict(selector_state)
 
 
+def _check_registered(meta: dict[str, Any], selector: PromptSelector) -> None:
+    """Raises if the state holds another selector than `selector`, one that registers when its module is imported and
+    is not yet, naming the import."""
+    saved = meta.get("selector_class")
+    module = unregistered_module(saved) if saved != type(selector).__name__ else None
+    if module is not None:
+        raise ValueError(
+            f"it holds a {saved}, a selector that registers when its module is imported: `import {module}` first, "
+            "then resume with the config it was saved with"
+        )
+
+
 def _does_not_fit(path: str, error: Exception) -> ValueError:
     return ValueError(
         f"{path} does not fit this run: {error}; resume with the dataset, batch size and selector it was saved with."
@@ -182,7 +195,7 @@ def _does_not_fit(path: str, error: Exception) -> ValueError:
 def _method(config: KGPSConfig) -> dict[str, Any]:
     """The fields of a selector's config that make its method. A selector's `feature_columns` of `None` reads no
     column, as `[]` does (the columns to find were found before it was built)."""
-    fields = dataclasses.asdict(experimental(config))
+    fields = dataclasses.asdict(config)
     fields["feature_columns"] = fields["feature_columns"] or []
     return {name: value for name, value in fields.items() if name not in RESUMABLE_FIELDS}
 
@@ -203,6 +216,14 @@ def _hint(passed: KGPSConfig, saved: dict[str, Any], current: dict[str, Any]) ->
     return {**settings, **{n: saved[n] for n in left if decided.get(n) != saved[n]}}
 
 
+def _read_as(config: KGPSConfig, config_class: type[KGPSConfig]) -> KGPSConfig:
+    """`config` as a `config_class` (the config a variant of KGPS reads): itself, or with the fields it lacks at their
+    defaults."""
+    if isinstance(config, config_class):
+        return config
+    return config_class(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
+
+
 def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelector, config: KGPSConfig) -> None:
     """
     Raises if the KGPS state saved at `path` was written with a selection method other than `selector`'s config,
@@ -221,8 +242,9 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
         changes = ", ".join(f"{name}={saved.get(name)!r} (this run: {current[name]!r})" for name in differ)
         hint = older_states.config_hint(state)
         if hint is None:
-            settings = _hint(experimental(config), saved, current)
-            kind = "ExperimentalConfig" if settings.keys() & EXPERIMENTAL_DEFAULTS else "KGPSConfig"
+            passed = _read_as(config, type(selector.config))
+            settings = _hint(passed, saved, current)
+            kind = type(passed).__name__ if settings.keys() - KGPSConfig.__dataclass_fields__.keys() else "KGPSConfig"
             settings = f"{kind}({', '.join(f'{name}={value!r}' for name, value in settings.items())})"
             hint = f"pass KGPSCallback({settings}), the config it was saved with"
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

@@ -1,9 +1,10 @@
 r"""
 Not a supported API: the KGPS variants measured and left out of `KGPSConfig`, and the paper's ablations, as fields of
 `ExperimentalConfig` (a `KGPSConfig` with more fields) that `ExperimentalSelector` (a `KGPSSelector` with more paths)
-runs. The benchmarks' named variants (`demo/variants.py`) and the paper's ablation table use them; `build_selector`
-builds an `ExperimentalSelector` for an `ExperimentalConfig`. Every result for these variants is in
-benchmarks/RECORD.md: none beat the default.
+runs. The benchmarks' named variants (`demo/variants.py`) and the paper's ablation table use them. The library never
+imports this module: importing it registers `ExperimentalSelector` as `"kgps_experimental"` (`register_selector`), so
+that `build_selector` and `KGPSCallback` build it for an `ExperimentalConfig` and a state it saved loads. Every
+result for these variants is in benchmarks/RECORD.md: none beat the default.
 """
 
 import dataclasses
@@ -20,6 +21,7 @@ from ._draw import CandidatePass, draw
 from ._utility import expected_mixed_group_probability, mixed_group_probability
 from .kgps import KGPSSelector
 from .per_prompt import PerPromptFilter
+from .registry import register_selector
 from .rule import SelectionRule
 
 
@@ -295,3 +297,6 @@ class ExperimentalSelector(KGPSSelector):
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
         config = ExperimentalConfig(**older_states.kgps_config_fields(state))
         return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
+
+
+register_selector("kgps_experimental", ExperimentalSelector)

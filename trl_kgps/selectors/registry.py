@@ -1,11 +1,13 @@
-"""The one registry of selectors, by the name a user passes, and how each is built."""
+"""
+The one registry of selectors, by the name a user passes, and how each is built. The library registers its own; a
+user's selector, and the benchmarks' experimental ones, register themselves with `register_selector`.
+"""
 
 from ..config import KGPSConfig
 from ..engine.protocol import PromptSelector
 from .arcus import ArcusSelector
 from .baselines import GRESOSelector, MoPPSSelector, UniformSelector
 from .dps import DPSSelector
-from .experimental import ExperimentalConfig, ExperimentalSelector
 from .kgps import KGPSSelector
 from .practice import GaussianCurriculumSelector, InSightSelector, OfflineFilterSelector
 from .prior_rates import Rates
@@ -23,6 +25,9 @@ SELECTORS: dict[str, type] = {
     "insight": InSightSelector,
     "offline_filter": OfflineFilterSelector,
 }
+# Selectors shipped in trl-kgps that the library never imports (not a supported API): each registers itself when its
+# module is imported, which a state that names one needs first.
+REGISTERED_ON_IMPORT = {"ExperimentalSelector": "trl_kgps.selectors.experimental"}
 
 
 def build_selector(
@@ -35,18 +40,30 @@ def build_selector(
 ) -> PromptSelector:
     """
     The selector `name` (a key of `SELECTORS`) over `num_prompts` prompts; `config`, `features` and `rows_per_prompt`
-    (see `KGPSSelector`) matter to KGPS, which is an `ExperimentalSelector` for an `ExperimentalConfig`, and to
-    `offline_filter`, which reads its profiled pass rates from `features[config.prior_column]` (an `(N,)` array or
-    `Rates`, as `dataset_columns.read_features` returns them).
+    (see `KGPSSelector`) matter to KGPS (and its registered variants: for a config of a variant's `config_class`,
+    that variant), and to `offline_filter`, which reads its profiled pass rates from `features[config.prior_column]`
+    (an `(N,)` array or `Rates`, as `dataset_columns.read_features` returns them).
     """
     if name not in SELECTORS:
         raise ValueError(f"selector={name!r} is not one of {list(SELECTORS)}; pass one of those names.")
-    if SELECTORS[name] is KGPSSelector:
-        kgps = ExperimentalSelector if isinstance(config, ExperimentalConfig) else KGPSSelector
+    if issubclass(SELECTORS[name], KGPSSelector):
+        kgps = _reader(SELECTORS[name], config)
         return kgps(num_prompts, config, seed=seed, features=features, rows_per_prompt=rows_per_prompt)
     if SELECTORS[name] is OfflineFilterSelector:
         return OfflineFilterSelector(num_prompts, _profiled_rates(config, features), seed=seed)
     return SELECTORS[name](num_prompts, seed=seed)
+
+
+def _reader(cls: type[KGPSSelector], config: KGPSConfig | None) -> type[KGPSSelector]:
+    """
+    `cls`, or the registered variant of it that reads `config`'s class (its `config_class`): `selector="kgps"` with an
+    `ExperimentalConfig` builds the `ExperimentalSelector` its module registered. Without one, `cls` says what it does
+    not read.
+    """
+    if config is None or type(config) is cls.config_class:
+        return cls
+    variants = [c for c in SELECTORS.values() if issubclass(c, cls) and c.config_class is type(config)]
+    return variants[0] if variants else cls
 
 
 def _profiled_rates(config: KGPSConfig | None, features) -> object:
@@ -72,9 +89,10 @@ def _profiled_rates(config: KGPSConfig | None, features) -> object:
 def register_selector(name: str, cls: type) -> None:
     """
     Makes `cls` a selector users pick by `name`, as they pick the built-in ones: `KGPSCallback(selector=name)` builds
-    `cls(num_prompts, seed=args.seed)` over the train dataset's distinct prompts, and a checkpoint holding its state
-    resumes it. `cls` implements `PromptSelector` (`select`, `initialize`, `update`, `predict`, `predicted_success`,
-    `state_dict`, `load_state_dict`).
+    `cls(num_prompts, seed=args.seed)` over the train dataset's distinct prompts (a `KGPSSelector` subclass also gets
+    the callback's config, and is built for a config of its `config_class` where KGPS is asked for), and a checkpoint
+    holding its state resumes it. `cls` implements `PromptSelector` (`select`, `initialize`, `update`, `predict`,
+    `predicted_success`, `state_dict`, `load_state_dict`).
 
     Raises:
         `ValueError`: a `name` that is not a non-empty string or names another class already, checked before the
@@ -114,5 +132,14 @@ _PROTOCOL = (
 
 def class_named(class_name: str) -> type:
     """The registered class called `class_name` (as a state file records it); `KeyError` if none is."""
-    classes = {cls.__name__: cls for cls in (*SELECTORS.values(), ExperimentalSelector)}
+    classes = {cls.__name__: cls for cls in SELECTORS.values()}
     return classes[class_name]
+
+
+def unregistered_module(class_name: str) -> str | None:
+    """
+    The module to import for the selector class `class_name`, one that trl-kgps ships unregistered
+    (`REGISTERED_ON_IMPORT`), while it is not registered; `None` otherwise.
+    """
+    module = REGISTERED_ON_IMPORT.get(class_name)
+    return None if module is None or any(cls.__name__ == class_name for cls in SELECTORS.values()) else module

@@ -1,0 +1,102 @@
+"""
+The library without the lab: importing trl_kgps and building the callback load none of the demo, the tiny tasks or the
+experimental selectors, each checked in a fresh interpreter; the experimental selector plugs in through
+`register_selector` when its module is imported, as a user's selector would, and a state it saved says so.
+"""
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from trl_kgps import KGPSConfig
+from trl_kgps.engine import state_file
+from trl_kgps.selectors import SELECTORS, build_selector
+from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
+
+
+# What the library never imports: the demo (`trl-kgps train`/`simulate`, the benchmarks' named variants), the tiny
+# tasks and the experimental selectors.
+LAB = ("trl_kgps.demo", "trl_kgps.tasks", "trl_kgps.selectors.experimental")
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def _modules_after(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running `code`."""
+    listed = _run(f"{code}\nimport sys\nprint('\\n'.join(sorted(sys.modules)))")
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout.split()
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import trl_kgps",
+        "from trl_kgps import KGPSCallback",
+        "from trl_kgps import KGPSCallback; KGPSCallback()",
+        "from trl_kgps import KGPSCallback, KGPSConfig; KGPSCallback(KGPSConfig.per_prompt())",
+        "from trl_kgps import plot_rollouts",
+    ],
+)
+def test_the_library_loads_nothing_of_the_lab(code):
+    modules = [m for m in _modules_after(code) if m == "trl_kgps" or m.startswith("trl_kgps.")]
+    assert "trl_kgps" in modules  # the probe sees the package
+    assert [m for m in modules if m.startswith(LAB) or {"variants", "lab"} & set(m.split("."))] == []
+
+
+def test_plot_rollouts_is_the_librarys_and_imports_matplotlib_only_when_it_draws():
+    modules = _modules_after("from trl_kgps import plot_rollouts; assert plot_rollouts.__module__ == 'trl_kgps.plots'")
+    assert "trl_kgps.plots" in modules and "matplotlib" not in modules
+
+
+def test_the_experimental_selector_registers_itself_and_is_built_for_its_config():
+    assert SELECTORS["kgps_experimental"] is ExperimentalSelector
+    assert type(build_selector("kgps", 10, ExperimentalConfig(candidate_pass=True, candidates=2.0))) is (
+        ExperimentalSelector
+    )
+    assert type(build_selector("kgps", 10, KGPSConfig())) is not ExperimentalSelector
+
+
+@pytest.fixture
+def experimental_state(tmp_path):
+    """A state file holding an `ExperimentalSelector` that has seen a batch, and that selector."""
+    selector = ExperimentalSelector(10, ExperimentalConfig(candidate_pass=True, candidates=2.0), seed=3)
+    selector.update([1, 2], [1, 3], [4, 4])
+    state_file.write(tmp_path, selector, {"pending": np.zeros((0, 2), dtype=np.int64)})
+    return tmp_path, selector
+
+
+def test_a_saved_experimental_selector_loads_once_its_module_is_imported_and_names_that_import_before(
+    experimental_state,
+):
+    directory, selector = experimental_state
+    load = (
+        f"import trl_kgps\nselector = trl_kgps.load_selector({str(directory)!r})\nprint(selector.select(4).tolist())"
+    )
+    refused = _run(load)
+    assert refused.returncode != 0
+    assert "holds a 'ExperimentalSelector'" in refused.stderr
+    assert "`import trl_kgps.selectors.experimental` first" in refused.stderr
+    loaded = _run("import trl_kgps.selectors.experimental\n" + load)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split("\n")[0] == str(copy.deepcopy(selector).select(4).tolist())
+
+
+def test_a_checkpoint_of_the_experimental_selector_names_the_import_to_resume_it(experimental_state):
+    directory, _ = experimental_state
+    resume = (
+        "import types\n"
+        "from trl_kgps import KGPSConfig, KGPSSelector\n"
+        "from trl_kgps.adapters import checkpoint\n"
+        f"checkpoint.resume({str(directory)!r}, KGPSConfig(), KGPSSelector(10), types.SimpleNamespace(batch_size=2), "
+        "lambda: None)\n"
+    )
+    refused = _run(resume)
+    assert refused.returncode != 0
+    assert "it holds a ExperimentalSelector, a selector that registers when its module is imported: " in refused.stderr
+    assert "`import trl_kgps.selectors.experimental` first" in refused.stderr
