@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .adapters.report import difficulty_dataset
-from .engine import older_states
 from .engine import state_file as _state_file
 from .engine.protocol import PromptSelector
 from .selectors import SELECTORS, class_named
@@ -109,7 +108,7 @@ def _restore(
     """The selector a state file's `arrays` and `meta` describe, built and loaded; or a `ValueError` naming the fix."""
     location = os.fspath(path_or_repo_id)
     if expected is None:
-        name = older_states.selector_class(meta)
+        name = meta.get("selector_class")
         try:
             expected = class_named(name)
         except KeyError:

@@ -158,42 +158,32 @@ def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_promp
         run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"))
 
 
-def as_saved_before_gammas_calibration(path: Path) -> None:
-    """Rewrites the KGPS state at `path` as trl-kgps wrote it before gamma's calibration was the default: selector
-    state version 4, no `gamma_scale`, a config without `process_noise_adaptation`."""
+def as_written_by_a_development_build(path: Path, version: int) -> None:
+    """Rewrites the KGPS state at `path` under `version`, the number a development build of trl-kgps 0.3 gave the
+    layout that 0.3.0 writes as version 3."""
     from trl_kgps.engine import state_file
 
     arrays, meta = state_file.load(str(path))
-    selector = {name: value for name, value in meta["selector"].items() if name != "gamma_scale"}
-    config = {name: value for name, value in selector["config"].items() if name != "process_noise_adaptation"}
-    state_file.save(str(path), arrays, {**meta, "selector": {**selector, "version": 4, "config": config}})
+    state_file.save(str(path), arrays, {**meta, "selector": {**meta["selector"], "version": version}})
 
 
-def test_a_checkpoint_saved_before_gammas_calibration_resumes_exactly_with_gamma_fixed(tmp_path, tokenizer):
-    fixed = KGPSConfig(feature_columns=[], process_noise_adaptation=0.0)
+def test_a_checkpoint_of_a_development_build_is_refused_naming_its_version_and_the_fix_that_works(tmp_path, tokenizer):
     num_prompts, args = CONFIGS["lag1"]
-    straight = run(tmp_path / "straight", tokenizer, num_prompts, args, config=fixed)
-    run(tmp_path / "split", tokenizer, num_prompts, args, stop_at=4, config=fixed)
-    checkpoint = tmp_path / "split" / "checkpoint-4"
-    as_saved_before_gammas_calibration(checkpoint / "kgps_state.npz")
-    # The new default calibrates gamma: another method than the checkpoint's, refused as any other, naming the fix.
-    with pytest.raises(
-        ValueError,
-        match=r"process_noise_adaptation=0\.0 \(this run: 0\.05\).*KGPSCallback\(KGPSConfig\(process_noise_adaptation=0\.0\)\)",
-    ):
-        run(
-            tmp_path / "split",
-            tokenizer,
-            num_prompts,
-            args,
-            resume=str(checkpoint),
-            config=KGPSConfig(feature_columns=[]),
-        )
-    resumed = run(tmp_path / "split", tokenizer, num_prompts, args, resume=str(checkpoint), config=fixed)
-    assert resumed.batches == straight.batches[-len(resumed.batches) :]
-    assert resumed.selector.gamma == 0.1 and resumed.selector.state_dict()["gamma_scale"] == 1.0
-    np.testing.assert_array_equal(resumed.selector.mean, straight.selector.mean)
-    np.testing.assert_array_equal(resumed.selector.variance, straight.selector.variance)
+    run(tmp_path, tokenizer, num_prompts, args, stop_at=4)
+    checkpoint = tmp_path / "checkpoint-4"
+    as_written_by_a_development_build(checkpoint / "kgps_state.npz", 5)
+    with pytest.raises(ValueError) as refused:
+        run(tmp_path, tokenizer, num_prompts, args, resume=str(checkpoint))
+    assert str(refused.value) == (
+        f"{checkpoint / 'kgps_state.npz'}: state version 5 was written by a development build of trl-kgps 0.3 "
+        "(0.3.0.dev), whose states this release does not read: it reads versions 1 (trl-kgps 0.1), 2 (0.2) and 3 "
+        "(0.3). Resume with the build that wrote it, or start KGPS afresh from this checkpoint: move its "
+        "kgps_state.npz out and pass KGPSConfig(restart_on_missing_state=True)."
+    )
+    (checkpoint / "kgps_state.npz").rename(tmp_path / "kgps_state.npz")
+    restart = KGPSConfig(restart_on_missing_state=True)
+    resumed = run(tmp_path, tokenizer, num_prompts, args, resume=str(checkpoint), config=restart)
+    assert resumed.trainer.state.global_step == 8
 
 
 def test_missing_state_is_refused_with_the_fix_or_restarted_on_request(tmp_path, tokenizer):

@@ -145,25 +145,6 @@ def test_the_default_round_trips_its_calibration_bit_for_bit():
     np.testing.assert_array_equal(restored.variance, original.variance)
 
 
-def as_version_4(state: dict) -> dict:
-    """`state` as trl-kgps wrote it before gamma's calibration was the default: version 4, no `gamma_scale`, and a
-    config without `process_noise_adaptation`."""
-    config = {name: value for name, value in state["config"].items() if name != "process_noise_adaptation"}
-    return {**{k: v for k, v in state.items() if k != "gamma_scale"}, "version": 4, "config": config}
-
-
-def test_a_state_saved_before_the_calibration_resumes_with_gamma_fixed():
-    fixed = KGPSSelector(N, KGPSConfig(process_noise_adaptation=0.0), seed=1)
-    drive([fixed], rounds=30)
-    restored = KGPSSelector.from_state_dict(as_version_4(fixed.state_dict()))
-    assert restored.config.process_noise_adaptation == 0.0 and restored.config == fixed.config
-    assert restored.state_dict()["gamma_scale"] == 1.0 and restored.state_dict()["version"] == 5
-    np.testing.assert_array_equal(drive([restored], seed=8, rounds=30), drive([fixed], seed=8, rounds=30))
-    assert restored.gamma == 0.1
-    np.testing.assert_array_equal(restored.mean, fixed.mean)
-    np.testing.assert_array_equal(restored.variance, fixed.variance)
-
-
 @pytest.mark.parametrize("selector_class", [KGPSSelector, ExperimentalSelector])
 @pytest.mark.parametrize(
     "scale, message",

@@ -1,5 +1,6 @@
 import dataclasses
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,42 +67,74 @@ def test_shapes_and_dtypes():
     assert selector.select(7).dtype == np.int64
 
 
-def _as_version_3(selector) -> dict:
-    """The state trl-kgps 0.3 wrote for `selector`: version 3, every selector's state holding the pass, gamma's
-    calibration and the group size last seen, and naming its config class."""
+def as_a_development_build_wrote_it(selector, version: int) -> dict:
+    """
+    `selector`'s state as a development build of trl-kgps 0.3 wrote it: versions 4 and 5 in the layout of today's
+    version 3 (under their own number), version 3 with every selector's state holding the pass, gamma's calibration
+    and the group size last seen, and its config every variant's field and its class, and not `prompt_key`.
+    """
+    state = selector.state_dict()
+    if version != 3:
+        return {**state, "version": version}
+    config = {k: v for k, v in dataclasses.asdict(experimental(selector.config)).items() if k != "prompt_key"}
     extra = {"pass_order": np.empty(0, np.int64), "pass_position": 0, "gamma_scale": 1.0, "group_size_seen": 8}
-    return {
-        **extra,
-        **selector.state_dict(),
-        "version": 3,
-        "config": dataclasses.asdict(experimental(selector.config)),
-        "config_class": type(selector.config).__name__,
-    }
+    return {**extra, **state, "config": config, "config_class": type(selector.config).__name__}
 
 
-def test_a_version_3_state_loads_into_the_selector_of_its_config(tmp_path):
+def test_the_state_0_3_writes_is_version_3_and_loads_bit_for_bit():
+    plain = busy_selector()
+    variant = ExperimentalSelector(400, ExperimentalConfig(candidate_pass=True, candidates=4.0), seed=2)
+    continue_run(variant, rounds=3)
+    for selector in (plain, variant):
+        state = selector.state_dict()
+        assert state["version"] == 3
+        restored = type(selector).from_state_dict(pickle.loads(pickle.dumps(state)))
+        np.testing.assert_array_equal(continue_run(restored), continue_run(selector))
+    # a variant's state holds fields a KGPSSelector does not read: refused, naming the class that reads them
+    with pytest.raises(ValueError, match=r"its config holds \['candidate_pass'.*ExperimentalSelector"):
+        KGPSSelector.from_state_dict(variant.state_dict())
+
+
+@pytest.mark.parametrize("release, preset", [("0.1", KGPSConfig.paper()), ("0.2", KGPSConfig.per_prompt())])
+def test_the_states_of_0_1_and_0_2_load_with_the_method_they_ran_gamma_fixed(release, preset):
+    from trl_kgps import load_selector
+
+    # tests/data's checkpoints, written by those releases: versions 1 and 2, before gamma's calibration
+    selector = load_selector(Path(__file__).parents[1] / "data" / f"trl_kgps_{release}_run" / "checkpoint-4")
+    assert type(selector) is KGPSSelector and selector.config == preset.resolved(has_metadata=True)
+    assert selector.config.process_noise_adaptation == 0.0 and selector.gamma == preset.gamma
+    assert selector.state_dict()["version"] == 3 and selector.state_dict()["gamma_scale"] == 1.0
+
+
+@pytest.mark.parametrize("version", [3, 4, 5])
+@pytest.mark.parametrize("selector_class", [KGPSSelector, ExperimentalSelector])
+def test_a_state_of_a_development_build_is_refused_naming_its_version_and_the_fix(version, selector_class, tmp_path):
     from trl_kgps import load_selector
     from trl_kgps.engine import state_file
 
-    plain = busy_selector()
-    restored = KGPSSelector.from_state_dict(_as_version_3(plain))
-    np.testing.assert_array_equal(continue_run(restored), continue_run(busy_selector()))
-    # a variant's: an ExperimentalSelector, recorded by 0.3 as a KGPSSelector of an ExperimentalConfig
-    variant = ExperimentalSelector(400, ExperimentalConfig(candidate_pass=True, candidates=4.0), seed=2)
-    continue_run(variant, rounds=3)
-    state = {**_as_version_3(variant), **variant.state_dict(), "version": 3, "config_class": "ExperimentalConfig"}
-    with pytest.raises(ValueError, match="experimental variant.*load it with.*ExperimentalSelector"):
-        KGPSSelector.from_state_dict(state)
+    saved = selector_class(400, seed=2)
+    continue_run(saved, rounds=3)
+    state = as_a_development_build_wrote_it(saved, version)
+    refusal = (
+        rf"state version {version} was written by a development build of trl-kgps 0\.3 \(0\.3\.0\.dev\).*versions 1 "
+        r"\(trl-kgps 0\.1\), 2 \(0\.2\) and 3 \(0\.3\)\. Resume with the build that wrote it, or start KGPS afresh.*"
+        r"KGPSConfig\(restart_on_missing_state=True\)"
+    )
+    with pytest.raises(ValueError, match=refusal):
+        selector_class.from_state_dict(state)
+    selector = selector_class(400, seed=5)
+    before = selector.state_dict()
+    with pytest.raises(ValueError, match=refusal):
+        selector.load_state_dict(state)
+    assert pickle.dumps(selector.state_dict()) == pickle.dumps(before)  # unchanged
     arrays, meta = state_file.pack_selector(state)
     state_file.save(str(tmp_path / "kgps_state.npz"), arrays, {"selector": meta, "selector_class": "KGPSSelector"})
-    loaded = load_selector(tmp_path)
-    assert type(loaded) is ExperimentalSelector and loaded.config == variant.config
-    np.testing.assert_array_equal(continue_run(loaded), continue_run(variant))
+    with pytest.raises(ValueError, match=refusal):
+        load_selector(tmp_path)
 
 
 def test_a_kgps_selector_refuses_an_experimental_config_naming_the_class_that_reads_it():
     with pytest.raises(TypeError, match=r"fields \['candidate_pass'.*build .*ExperimentalSelector"):
         KGPSSelector(10, ExperimentalConfig())
-    # and the state of a KGPSSelector holds nothing of the variants (gamma's calibration is the default's since
-    # version 5)
+    # and the state of a KGPSSelector holds nothing of the variants (gamma's calibration is the default's)
     assert not {"pass_order", "group_size_seen", "config_class"} & KGPSSelector(10).state_dict().keys()

@@ -155,6 +155,7 @@ def resume(
         trainer_record.check_same_loop(path, saved, trainer or {})
         _check_same_copies(arrays, meta, copies)
         _check_registered(meta, selector)
+        _check_release(path, meta, selector)
         selector_state, ledger_state = state_file.read_run(
             path, arrays, meta, selector, ledger.batch_size, prompts(), batch_formula
         )
@@ -184,6 +185,15 @@ def _check_registered(meta: dict[str, Any], selector: PromptSelector) -> None:
             f"it holds a {saved}, a selector that registers when its module is imported: `import {module}` first, "
             "then resume with the config it was saved with"
         )
+
+
+def _check_release(path: str, meta: dict[str, Any], selector: PromptSelector) -> None:
+    """Raises `UnreadableState` for a KGPS state that a development build of 0.3 wrote, naming its version and the
+    fix."""
+    saved = meta.get("selector", {})
+    refusal = older_states.written_by_a_development_build(saved) if isinstance(selector, KGPSSelector) else None
+    if refusal is not None:
+        raise state_file.UnreadableState(f"{path}: {refusal}.")
 
 
 def _does_not_fit(path: str, error: Exception) -> ValueError:

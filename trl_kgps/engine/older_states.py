@@ -6,21 +6,23 @@ then loads with the release that wrote it, or its checkpoint resumes with KGPS s
 
 What each release wrote, and what it lacks:
 
-- 0.1: `KGPSSelector` state version 1, the paper's selector only: no candidate pass, calibration, drift or group size;
-  no digest of the prompts, no trainer record, and no lags, selection times or recent batches in the ledger.
-- 0.2: version 2, one filter per prompt by default (no shared factor); otherwise as 0.1.
-- 0.3.0.dev: the digest of the `prompt` column alone, a trainer record without its loop, and every field of
-  `ExperimentalConfig` with no config class.
-- Version 3 (0.3): every `KGPSSelector` state holds what only the experimental variants use (the candidate pass,
-  gamma's calibration, the group size last seen) and names its config class; a run with an `ExperimentalConfig`
-  recorded its selector as a `KGPSSelector`. Version 4 keeps those in `ExperimentalSelector`'s states alone.
-- Version 4: a `KGPSSelector` ran with gamma fixed; its config has no `process_noise_adaptation` and its state no
-  `gamma_scale`. Version 5 calibrates gamma by default (`process_noise_adaptation=0.05`) and saves both.
-- Baselines saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without
+- 0.1: `KGPSSelector` state version 1, the paper's selector only: no calibration of gamma, drift, candidate pass or
+  group size; no digest of the prompts, no trainer record, and no lags, selection times or recent batches in the
+  ledger.
+- 0.2: version 2, one filter per prompt by default (no shared factor); its config holds the variants that are
+  `ExperimentalConfig`'s fields today, and its state the candidate pass and the group size last seen that only
+  `ExperimentalSelector` reads; otherwise as 0.1.
+- 0.1 and 0.2's baselines, saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without
   `adapt_after_epochs`, `epoch` and `rules` (it continues with the walk it was saved under,
   `GRESOSelector._select_before_rules`).
+- 0.3: version 3, read as written.
+
+The development builds of 0.3 (0.3.0.dev) wrote versions 3, 4 and 5 in layouts of their own; 0.3.0 writes as version 3
+what the last of them wrote as 5. Their states are refused, naming the version and the fix
+(`written_by_a_development_build`), never read as another layout.
 """
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -32,18 +34,37 @@ DROPPED_IN = "1.0"
 
 # `KGPSSelector` --------------------------------------------------------------------------------------------------
 
-# The state versions read besides the current one.
-KGPS_STATE_VERSIONS = (1, 2, 3, 4)
-# What a version-1 state lacks, at the values the paper's selector ran with (a version-4 `KGPSSelector`'s lacks
-# `gamma_scale`, at the same 1.0).
+# The state versions of earlier releases read besides the current one: 0.1's and 0.2's.
+KGPS_STATE_VERSIONS = (1, 2)
+# What a version-1 state lacks, at the values the paper's selector ran with.
 _VERSION_1_DEFAULTS = {
     "pass_order": np.empty(0, dtype=np.int64),
     "pass_position": 0,
     "gamma_scale": 1.0,
     "drift": 0.0,
-    "group_size_seen": 8,  # KGPSSelector's group size before it has seen one
+    "group_size_seen": 8,  # the group size before one is seen
     "last_nis": float("nan"),
 }
+# A config field that every state of 0.3.0 records and no development build's version 3 did (it came with their
+# version 5): a version-3 state whose config lacks it is one of theirs.
+_RECORDED_SINCE_DEVELOPMENT = "prompt_key"
+
+
+def written_by_a_development_build(state: dict[str, Any]) -> str | None:
+    """
+    For a `KGPSSelector` state that a development build of 0.3 wrote (version 4 or 5, or a version 3 whose config
+    lacks `prompt_key`): why it is refused and the fix, naming its version; `None` for a state of a release.
+    """
+    version, config = state.get("version"), state.get("config")
+    older_three = version == 3 and isinstance(config, dict) and _RECORDED_SINCE_DEVELOPMENT not in config
+    if version not in (4, 5) and not older_three:
+        return None
+    return (
+        f"state version {version} was written by a development build of trl-kgps 0.3 (0.3.0.dev), whose states "
+        "this release does not read: it reads versions 1 (trl-kgps 0.1), 2 (0.2) and 3 (0.3). Resume with the build "
+        "that wrote it, or start KGPS afresh from this checkpoint: move its kgps_state.npz out and pass "
+        "KGPSConfig(restart_on_missing_state=True)"
+    )
 
 
 def kgps_state(state: dict[str, Any]) -> dict[str, Any]:
@@ -51,25 +72,8 @@ def kgps_state(state: dict[str, Any]) -> dict[str, Any]:
     return {**_VERSION_1_DEFAULTS, **state}
 
 
-def kgps_config_fields(state: dict[str, Any]) -> dict[str, Any]:
-    """
-    The config fields a `KGPSSelector` state was saved with: version 1 by the paper's selector and version 2 by a
-    per-prompt filter, before the fields they lack existed; versions 1 to 4 with gamma fixed, unless their config
-    names `process_noise_adaptation` (an `ExperimentalConfig`'s).
-    """
-    saved = state["config"]
-    if state.get("version") == 1:
-        return {**PAPER, **saved}
-    if state.get("version") == 2:
-        saved = {"shared_variance": 0.0, **saved}
-    if state.get("version") in KGPS_STATE_VERSIONS:
-        # A field it lacks ran at the default of its release, which a `None` now decides: `WITH_METADATA`'s.
-        return {**WITH_METADATA, "process_noise_adaptation": 0.0, **saved}
-    return saved
-
-
-# `ExperimentalConfig`'s fields as versions 1 to 3 saved them in every `KGPSSelector` state, at what a `KGPSConfig`
-# ran with (`process_noise_adaptation`, a `KGPSConfig` field since version 5, stays in its fields).
+# The variants 0.1 and 0.2 saved in every `KGPSSelector` state's config (fields of `ExperimentalConfig` today), at what
+# a `KGPSConfig` runs with.
 _VARIANT_DEFAULTS = {
     "objective": "variance",
     "group_size": None,
@@ -81,33 +85,30 @@ _VARIANT_DEFAULTS = {
 }
 
 
-def plain_config_fields(state: dict[str, Any]) -> dict[str, Any]:
+def kgps_config_fields(state: dict[str, Any], read: Collection[str]) -> dict[str, Any]:
     """
-    `kgps_config_fields` without the experimental fields a state of version 1 to 3 holds at what a `KGPSConfig`
-    runs with; `ValueError` naming `ExperimentalSelector` for a state an experimental variant saved.
+    The config fields a `KGPSSelector` state was saved with, for a selector whose config has the fields `read`: those
+    of version 1 (the paper's selector) and version 2 (a per-prompt filter) with the fields added since at the values
+    they ran with (gamma fixed), less the variants `read` lacks, which they hold at what a `KGPSConfig` runs with; a
+    `ValueError` naming `ExperimentalSelector` for one a variant saved. A version-3 state's, as saved.
     """
-    fields = dict(kgps_config_fields(state))
-    variant = {name: fields.pop(name) for name in _VARIANT_DEFAULTS.keys() & fields.keys()}
-    if (
-        state.get("config_class") == "ExperimentalConfig"
-        or fields.get("selection") == "thompson"
-        or any(value != _VARIANT_DEFAULTS[name] for name, value in variant.items())
+    version, saved = state.get("version"), state["config"]
+    if version not in KGPS_STATE_VERSIONS:
+        return saved
+    if version == 1:
+        fields = {**PAPER, **saved}
+    else:
+        # A field it lacks ran at the default of its release, which a `None` now decides: `WITH_METADATA`'s.
+        fields = {**WITH_METADATA, "process_noise_adaptation": 0.0, "shared_variance": 0.0, **saved}
+    dropped = {name: fields.pop(name) for name in _VARIANT_DEFAULTS.keys() & fields.keys() - set(read)}
+    if dropped and (
+        fields.get("selection") == "thompson" or any(value != _VARIANT_DEFAULTS[n] for n, value in dropped.items())
     ):
         raise ValueError(
-            "it was saved by an experimental variant of KGPS (an ExperimentalConfig): load it with "
-            "trl_kgps.selectors.experimental.ExperimentalSelector"
+            "it was saved by an experimental variant of KGPS: load it with "
+            "trl_kgps.selectors.experimental.ExperimentalSelector (import that module first)"
         )
     return fields
-
-
-def selector_class(meta: dict[str, Any]) -> str | None:
-    """The selector class a state file's `meta` holds: a version 3 `KGPSSelector` of an `ExperimentalConfig` is an
-    `ExperimentalSelector`'s state today."""
-    name = meta.get("selector_class")
-    saved = meta.get("selector", {})
-    if name == "KGPSSelector" and saved.get("version") == 3 and saved.get("config_class") == "ExperimentalConfig":
-        return "ExperimentalSelector"
-    return name
 
 
 def config_hint(state: dict[str, Any]) -> str | None:
@@ -151,7 +152,8 @@ def ledger_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def saved_asynchronously(arrays: dict[str, np.ndarray]) -> bool:
-    """For a state whose trainer record does not name its loop: the synchronous sampler's keeps the epoch's batches."""
+    """For a state whose trainer record does not name its loop (0.1 and 0.2 recorded none): the synchronous sampler's
+    keeps the epoch's batches."""
     return "epoch_batches" not in arrays
 
 

@@ -32,6 +32,8 @@ from .protocol import PromptSelector
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "kgps_state.npz"
+# The file's layout, the same since trl-kgps 0.1: what releases change is the selector's state version (and
+# `older_states` reads the earlier ones) and the entries of `meta` (absent from an earlier release's file).
 FORMAT_VERSION = 2
 _SELECTOR = "selector."
 # Each row's prompt, `(N,)` int32, in a state over a dataset whose rows repeat prompts (`engine.copies`).
@@ -230,7 +232,7 @@ def read_run(
             f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size}"
             + (f" ({batch_formula})" if batch_formula else "")
         )
-    saved_class = older_states.selector_class(meta)
+    saved_class = meta.get("selector_class")
     if saved_class != type(selector).__name__:
         raise ValueError(f"it holds a {saved_class}, but this run uses {type(selector).__name__}")
     if prompts is not None:
@@ -306,7 +308,7 @@ def selector_state(
     The `state_dict()` of the `selector_class` a file's `arrays` and `meta` hold (read from `location`); a
     `ValueError` naming the right class if it holds another.
     """
-    name = older_states.selector_class(meta)
+    name = meta.get("selector_class")
     if name != selector_class.__name__:
         raise ValueError(
             f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "

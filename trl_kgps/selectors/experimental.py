@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
-from ..engine import older_states
 from ._checks import as_delta_norms
 from ._draw import CandidatePass, draw
 from ._utility import expected_mixed_group_probability, mixed_group_probability
@@ -292,11 +291,6 @@ class ExperimentalSelector(KGPSSelector):
     def group_size(self) -> int:
         """\\(k\\) of the 'mixed' objective: `config.group_size`, or the trials of the latest observation."""
         return self._rule.group_size
-
-    @classmethod
-    def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
-        config = ExperimentalConfig(**older_states.kgps_config_fields(state))
-        return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
 
 
 register_selector("kgps_experimental", ExperimentalSelector)

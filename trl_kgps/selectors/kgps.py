@@ -31,7 +31,8 @@ from .shared_factor import SharedFactor, design
 from .shared_filter import SharedFilter
 
 
-STATE_VERSION = 5
+# The version of the state this release writes; `older_states` reads those of earlier releases.
+STATE_VERSION = 3
 # The calibrated gamma stays within this factor of `config.gamma` (`process_noise_adaptation`).
 MAX_GAMMA_SCALE = 1e3
 
@@ -376,11 +377,7 @@ class KGPSSelector(FromPretrainedMixin):
         missing = {"version", "num_prompts", "mean", "variance_base", "variance_offset", "rng_state"} - state.keys()
         if missing:
             raise ValueError(f"state is missing {sorted(missing)}; it was not written by KGPSSelector.state_dict().")
-        if state["version"] not in (*older_states.KGPS_STATE_VERSIONS, STATE_VERSION):
-            raise ValueError(
-                f"state has version {state['version']!r}, but this trl-kgps reads versions 1 to {STATE_VERSION}. "
-                "Load it with the trl-kgps release that saved it."
-            )
+        _check_version(state)
         state = older_states.kgps_state(state)
         if state["num_prompts"] != self.num_prompts:
             raise ValueError(
@@ -413,11 +410,33 @@ class KGPSSelector(FromPretrainedMixin):
 
     @classmethod
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
-        config = KGPSConfig(**older_states.plain_config_fields(state))
-        return {"num_prompts": state["num_prompts"], "config": config, "seed": state["seed"]}
+        """The constructor's keyword arguments that built the selector whose `state_dict()` is `state`: its config is
+        a `config_class`, which must read every field the state's config holds."""
+        _check_version(state)
+        read = cls.config_class.__dataclass_fields__
+        fields = older_states.kgps_config_fields(state, read)
+        unread = sorted(fields.keys() - read.keys())
+        if unread:
+            raise ValueError(
+                f"its config holds {unread}, which {cls.config_class.__name__} does not: it was saved by a variant of "
+                "KGPS (for those fields, trl_kgps.selectors.experimental.ExperimentalSelector): load it with that one"
+            )
+        return {"num_prompts": state["num_prompts"], "config": cls.config_class(**fields), "seed": state["seed"]}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"
+
+
+def _check_version(state: dict[str, Any]) -> None:
+    """Raises `ValueError` for a `state` of a version this release does not read, naming it and the fix."""
+    refusal = older_states.written_by_a_development_build(state)
+    if refusal is not None:
+        raise ValueError(refusal)
+    if state.get("version") not in (*older_states.KGPS_STATE_VERSIONS, STATE_VERSION):
+        raise ValueError(
+            f"state has version {state.get('version')!r}, but this trl-kgps reads versions 1 to {STATE_VERSION}. "
+            "Load it with the trl-kgps release that saved it."
+        )
 
 
 def _variants(cls: type) -> list[type]:
