@@ -3,39 +3,25 @@ Does the one line, `KGPSCallback()` with no arguments, beat its peers? The real-
 judged by goals set before seeds 5-9 were run: each comparison is the mean over seeds of the difference in final
 held-out accuracy paired by seed, with its standard error (SE = std / sqrt(n - 1), numpy's std).
 
-```bash
-python benchmarks/one_line_verdict.py     # the committed runs below; writes benchmarks/results/one_line_verdict.md
-```
-
-The runs (`benchmarks/results/`), every regime at uniform's tuned learning rate: `one_line_learnt_gamma/` (the one
-line as it is, gamma learnt, in every regime on seeds 0-9: its command in `calibration_verdict.py`), `real_cpu.json`
-(the suite on seeds 0-4, `python benchmarks/real_cpu.py`), `held_back/` (the same on seeds 5-9, run once after every
-choice was made) and `wrong_column/` (the one line with a wrong `level` column, seeds 0-9). A run of the first file
-that holds it counts: the one line's runs in the last three kept gamma fixed, the default before it learnt gamma.
+Its runs, every regime at uniform's tuned learning rate (`benchmarks/results/INDEX.json`, `verdicts.one_line`, lists
+them in order of precedence: a run of the first file that holds it counts): `one_line_learnt_gamma/` (the one line as
+it is, gamma learnt, in every regime on seeds 0-9), `real_cpu.json` (the suite on seeds 0-4), `held_back/` (the same
+on seeds 5-9, run once after every choice was made) and `wrong_column/` (the one line with a wrong `level` column,
+seeds 0-9); the one line's runs in the last three kept gamma fixed, the default before it learnt gamma. Beside them,
+the suite at half and twice the tuned rate (`learning_rate`) and the one line's defaults re-tuned (`tuning`).
 """
-
-import argparse
-import json
-import os
-import sys
 
 import numpy as np
 
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from benchmarks.realcpu.report import paired  # noqa: E402
+from benchmarks.realcpu.report import paired
 
 
-RESULTS = "benchmarks/results"
-# The one line with gamma learnt, its default since; the other files' one line kept gamma fixed.
-LEARNT_GAMMA = "one_line_learnt_gamma/real_cpu.json"
-FILES = (
-    LEARNT_GAMMA,
-    "real_cpu.json",
-    "held_back/real_cpu.json",
-    "wrong_column/real_cpu.json",
-)
+# What it reads (INDEX.json lists each role's files in order of precedence).
+ROLES = {
+    "runs": "the one line and its peers in every regime, seeds 0-9",
+    "learning_rate": "the suite at multiples of the tuned rate, by multiple (1: the suite itself)",
+    "tuning": "the one line's defaults re-tuned at the tuned rates, seeds 0-2, with the runs they are paired with",
+}
 TRUE_COLUMN = ("base", "groups_of_4", "out_of_reach", "other_policy", "mostly_solved")
 WRONG_COLUMN = ("wrong_labels", "wrong_labels_out_of_reach", "merged_levels", "unrelated_column")
 # A wrong-column regime holds its twin's prompts, warm start and rollout budget, with another `level` column: a method
@@ -52,21 +38,9 @@ LARGE_EDGE = 0.03
 ROLLOUTS_GOAL = 0.50
 
 
-def paths(results: str = RESULTS, gamma_fixed: bool = False) -> list[str]:
-    """The results files of `FILES` under `results`; with `gamma_fixed`, those whose one line kept gamma fixed."""
-    return [os.path.join(results, name) for name in FILES if not (gamma_fixed and name == LEARNT_GAMMA)]
-
-
-def load(paths: list[str]) -> dict:
-    """`runs[regime][method][seed]`, the union of the files' runs: the first file holding a run gives it."""
-    runs: dict = {}
-    for path in paths:
-        with open(path) as f:
-            results = json.load(f)
-        for regime, entry in results["regimes"].items():
-            for method, seeds in entry["runs"].items():
-                for seed, run in seeds.items():
-                    runs.setdefault(regime, {}).setdefault(method, {}).setdefault(seed, run)
+def with_twins(runs: dict) -> dict:
+    """`runs[regime][method][seed]` with each wrong-column regime's missing runs of a method that reads no column
+    taken from its twin (`TWIN`), in place; returns `runs`."""
     for regime, twin in TWIN.items():
         for method, seeds in runs.get(twin, {}).items():
             if method not in READS_THE_COLUMN:
@@ -266,24 +240,14 @@ def sensitivity(by_scale: dict, seeds: int = 5) -> tuple[str, list[str]]:
     return "\n".join(lines), shortfalls
 
 
-# The runs at multiples of the tuned rate (`real_cpu.py --lr_scale`), under RESULTS; 1x is the suite itself.
-SENSITIVITY = {
-    0.5: "lr_sensitivity/half/real_cpu.json",
-    1.0: "real_cpu.json",
-    2.0: "lr_sensitivity/double/real_cpu.json",
-}
-
-
 # The one line's defaults re-tuned at the tuned rates, on the tuning seeds: the default reading `level` (`kgps:level`,
-# the one line's configuration) and one field changed each (`real_cpu.py --methods kgps:level,kgps+gamma_0.03:level,...
-# --seeds 0,1,2 --out benchmarks/results/one_line_tuning`).
-TUNING_FILE = "one_line_tuning/real_cpu.json"
+# the one line's configuration) and one field changed each (`one_line_tuning/`).
 TUNING_SEEDS = 3
 
 
 def tuning(runs: dict) -> list[str]:
     """
-    Each configuration of `TUNING_FILE` minus the default it was tuned against, `kgps:level` there (the one line as it
+    Each configuration of the tuning runs minus the default it was tuned against, `kgps:level` there (the one line as it
     then was, gamma fixed; the same seed, seeds 0-2), in every main regime, and the share of the oracle's edge over
     uniform it keeps.
     """
@@ -308,29 +272,18 @@ def tuning(runs: dict) -> list[str]:
     return lines
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", nargs="+", default=paths())
-    parser.add_argument("--out", default=os.path.join(RESULTS, "one_line_verdict.md"))
-    args = parser.parse_args(argv)
-    tables, shortfalls = verdict(load(args.results))
-    by_scale = {
-        scale: load([os.path.join(RESULTS, path)])
-        for scale, path in SENSITIVITY.items()
-        if os.path.exists(os.path.join(RESULTS, path))
-    }
-    robust, fragile = sensitivity(by_scale)
-    tuned = ""
-    if os.path.exists(os.path.join(RESULTS, TUNING_FILE)):
-        tuned = (
-            "\n## Re-tuning the one line at the tuned rates\n\n"
-            + "\n".join(tuning(load([os.path.join(RESULTS, TUNING_FILE)] + args.results)))
-            + "\n"
-        )
+def render(runs: dict, command: str) -> tuple[str, dict]:
+    """
+    The verdict's markdown from `runs[role]` (`runs`, `tuning`: `runs[regime][method][seed]`; `learning_rate`: those
+    by multiple of the tuned rate), and its figures (none).
+    """
+    tables, shortfalls = verdict(with_twins(runs["runs"]))
+    robust, fragile = sensitivity({float(scale): with_twins(r) for scale, r in runs["learning_rate"].items()})
+    tuned = "\n## Re-tuning the one line at the tuned rates\n\n" + "\n".join(tuning(with_twins(runs["tuning"]))) + "\n"
     text = (
         "# The one line against its goals, seeds 0-9\n\n"
         "Mean over seeds of the paired difference in final held-out accuracy ± its standard error (number of seeds), "
-        "`python benchmarks/one_line_verdict.py`.\n\n"
+        f"`{command}`.\n\n"
         + tables
         + "\n## Learning-rate sensitivity\n\n"
         + robust
@@ -340,11 +293,4 @@ def main(argv=None) -> int:
         + ("\n".join(f"- {s}" for s in shortfalls + fragile) if shortfalls + fragile else "None.")
         + "\n"
     )
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return text, {}

@@ -4,80 +4,51 @@ The one line against DAPO's dynamic sampling (DS), under the KGPS paper's protoc
 them, with the rollouts each generated. Each comparison is the mean over seeds of a difference paired by seed, with
 its standard error (SE = std / sqrt(n - 1), numpy's std).
 
-```bash
-python benchmarks/rollouts_verdict.py     # the committed runs below; writes benchmarks/results/rollouts_verdict.md
-                                          # rollouts_accuracy_vs_rollouts.png and rollouts_own_length.png
-```
-
 - `uniform_ds` and `one_line_ds`: DS in the trainer (`benchmarks/realcpu/dynamic_sampling.py`), rounds of `B`
   prompts drawn uniformly or by `KGPSCallback()`, until the step holds `B` mixed groups or 10 rounds were generated
   (a capped step; each run counts them).
 - The goal, the paper's claim: the one line's final accuracy at or above DS's after the same steps, with at most 30 %
   of DS's rollouts.
 
-Beside it, each from runs of their own (`benchmarks/RECORD.md`, "Dynamic sampling made fair"): DS at 0.71, 1.41
-and 2 times the tuned rate (`ds_learning_rate/`); DS with rounds of `3B` prompts (`dynamic_sampling_3B_*`); the view
-per rollout, each run read at its end (`per_rollout_*`: the one line at 2 and 3 times the steps, DS at half); and the
-allocation ceiling (`allocation/`).
-
-The runs (`benchmarks/results/`): `dynamic_sampling_0_4` and `dynamic_sampling_5_9` (`uniform_ds`, `one_line_ds`),
-and the one line's and uniform's runs of `benchmarks/one_line_verdict.py` from before the one line learnt gamma (its
-`one_line_ds` and per-rollout runs kept gamma fixed too). The same comparison at the suite's earlier,
-untuned learning rate, with a per-rollout view read part-way through a stretched schedule, is kept as it was
-measured in `benchmarks/results/lr_1e-4/rollouts_verdict.md` (written by this script at commit f92f09e).
+Its runs (`benchmarks/results/INDEX.json`, `verdicts.rollouts`, in order of precedence): `dynamic_sampling_0_4/` and
+`dynamic_sampling_5_9/` (`uniform_ds`, `one_line_ds`), and the one line's and uniform's runs of the one-line verdict
+from before the one line learnt gamma (its `one_line_ds` and per-rollout runs kept gamma fixed too). Beside them, each
+from runs of their own (`benchmarks/RECORD.md`, "Dynamic sampling made fair"): DS at 0.71, 1.41 and 2 times the tuned
+rate (`ds_learning_rate`); DS with rounds of `3B` prompts (`rounds_of_3B`); the view per rollout, each run read at its
+end (`per_rollout`: the one line at 2 and 3 times the steps, DS at half); and the allocation ceiling (`allocation`).
+The same comparison at the suite's earlier, untuned learning rate, with a per-rollout view read part-way through a
+stretched schedule, is kept as it was measured in `benchmarks/results/lr_1e-4/rollouts_verdict.md` (written by this
+verdict's script of commit f92f09e).
 """
-
-import argparse
-import os
-import sys
 
 import numpy as np
 
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from benchmarks.one_line_verdict import (  # noqa: E402
-    RESULTS,
-    TRUE_COLUMN,
-    cell,
-    difference,
-    load,
-    mean_se,
-    paths,
-    short_cell,
-)
-from benchmarks.realcpu.report import paired, plot, rollouts_to_reach  # noqa: E402
+from benchmarks.realcpu.report import paired, plot, rollouts_to_reach
+from benchmarks.verdicts.one_line import TRUE_COLUMN, cell, difference, mean_se, short_cell
 
 
-FILES = ("dynamic_sampling_0_4/real_cpu.json", "dynamic_sampling_5_9/real_cpu.json")
+# What it reads (INDEX.json lists each role's files in order of precedence).
+ROLES = {
+    "runs": "DS and the one line's and uniform's runs at the regime's steps, seeds 0-9",
+    "ds_learning_rate": "DS at multiples of the tuned rate, by multiple, seeds 0-2",
+    "one_line_learning_rate": "the one line at multiples of the tuned rate, by multiple",
+    "rounds_of_3B": "DS with rounds of 3B prompts, with the runs they are paired with",
+    "per_rollout": "runs of their own length, with the runs they are paired with",
+    "allocation": "the allocation ceiling, with the runs it is paired with",
+}
 DS = "uniform_ds"
 HELD_BACK = 5
 # The paper's claim: at or above DS after the same steps, with at most this share of DS's rollouts.
 ROLLOUT_SHARE = 0.30
 PLOTTED = ("uniform", "uniform_ds", "one_line", "one_line_ds")
 
-# DS at multiples of each regime's tuned rate (`real_cpu.py --lr_scale`, seeds 0-2): its effective step is larger
-# than uniform's, so its best rate is found apart. The one line's at half and twice the rate are the sensitivity runs.
-DS_RATES = {
-    0.71: "ds_learning_rate/x0.71/real_cpu.json",
-    1.0: "dynamic_sampling_0_4/real_cpu.json",
-    1.41: "ds_learning_rate/x1.41/real_cpu.json",
-    2.0: "ds_learning_rate/x2/real_cpu.json",
-}
-ONE_LINE_RATES = {
-    0.5: "lr_sensitivity/half/real_cpu.json",
-    1.0: "real_cpu.json",
-    2.0: "lr_sensitivity/double/real_cpu.json",
-}
+# DS's best rate is found apart from uniform's (`ds_learning_rate`, seeds 0-2): its effective step is larger. The one
+# line's at half and twice the rate are the sensitivity runs.
 TUNING_SEEDS = ("0", "1", "2")
 # Runs of their own length (warmup, then the schedule over all of their steps), read at their ends: the one line at
 # 1, 2 and 3 times the regime's steps, DS at a half and at 1 times.
 OWN_LENGTH = {"one_line": ("one_line", "one_line_x2", "one_line_long"), DS: ("uniform_ds_half", DS)}
-PER_ROLLOUT_FILES = ("per_rollout_0_4/real_cpu.json", "per_rollout_5_9/real_cpu.json")
-# DS with rounds of 3B prompts, as DAPO's recipe generates.
-ROUNDS_OF_3B_FILES = ("dynamic_sampling_3B_0_4/real_cpu.json", "dynamic_sampling_3B_5_9/real_cpu.json")
 # The allocation ceiling (`oracle_sizes`) against the oracle's selection alone, where informative prompts are scarce.
-ALLOCATION_FILE = "allocation/real_cpu.json"
 ALLOCATION_REGIMES = ("groups_of_4", "out_of_reach", "mostly_solved")
 # Allocation enters the library only if its ceiling reaches uniform's final with this share of the oracle's rollouts
 # or less, in at least `ALLOCATION_REGIMES_NEEDED` regimes.
@@ -377,49 +348,30 @@ def allocation(runs: dict) -> tuple[list[str], str]:
     return lines, decision
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    default = [os.path.join(RESULTS, f) for f in FILES] + paths(gamma_fixed=True)
-    parser.add_argument("--results", nargs="+", default=default)
-    parser.add_argument("--out", default=os.path.join(RESULTS, "rollouts_verdict.md"))
-    parser.add_argument(
-        "--plot",
-        default=os.path.join(RESULTS, "rollouts_accuracy_vs_rollouts.png"),
-        help="held-out accuracy against rollouts, mean over seeds, of the methods in PLOTTED",
-    )
-    args = parser.parse_args(argv)
-    runs = load([path for path in args.results if os.path.exists(path)])
-    tables, shortfalls = dynamic_sampling(runs)
-
-    def found(*names):
-        return [os.path.join(RESULTS, name) for name in names if os.path.exists(os.path.join(RESULTS, name))]
-
-    sections = []
-    if found(DS_RATES[2.0]):
-        ds_by_scale = {scale: load(found(path)) for scale, path in DS_RATES.items()}
-        line_by_scale = {scale: load(found(path)) for scale, path in ONE_LINE_RATES.items()}
-        sections += ["", "## DS at its own best learning rate", "", *ds_learning_rate(ds_by_scale, line_by_scale)]
-    if found(*ROUNDS_OF_3B_FILES):
-        three = load(found(*ROUNDS_OF_3B_FILES) + [path for path in args.results if os.path.exists(path)])
-        sections += ["", "## DS with rounds of 3B prompts (DAPO's recipe), per optimizer step", ""]
-        sections += rounds_of_3b(three)
-    if found(*PER_ROLLOUT_FILES):
-        own = load(found(*PER_ROLLOUT_FILES) + [path for path in args.results if os.path.exists(path)])
-        rows, short = per_rollout(own)
-        sections += ["", "## Per rollout, from runs of their own length", "", *rows]
-        shortfalls += short
-        plot_own_length(own, os.path.join(os.path.dirname(args.plot), "rollouts_own_length.png"))
-    if found(ALLOCATION_FILE):
-        rows, decision = allocation(
-            load(found(ALLOCATION_FILE) + [path for path in args.results if os.path.exists(path)])
-        )
-        sections += ["", "## The allocation ceiling", "", *rows, "", f"Decision: {decision}."]
+def render(runs: dict, command: str) -> tuple[str, dict]:
+    """
+    The verdict's markdown from `runs[role]` (`runs[regime][method][seed]` for `runs`, `rounds_of_3B`,
+    `per_rollout` and `allocation`; those by multiple of the tuned rate for `ds_learning_rate` and
+    `one_line_learning_rate`), and its figures: `accuracy_vs_rollouts` (held-out accuracy against rollouts, mean over
+    seeds, of the methods in `PLOTTED`) and `own_length` (`plot_own_length`).
+    """
+    main = runs["runs"]
+    tables, shortfalls = dynamic_sampling(main)
+    ds_by_scale = {float(scale): r for scale, r in runs["ds_learning_rate"].items()}
+    line_by_scale = {float(scale): r for scale, r in runs["one_line_learning_rate"].items()}
+    sections = ["", "## DS at its own best learning rate", "", *ds_learning_rate(ds_by_scale, line_by_scale)]
+    sections += ["", "## DS with rounds of 3B prompts (DAPO's recipe), per optimizer step", ""]
+    sections += rounds_of_3b(runs["rounds_of_3B"])
+    rows, short = per_rollout(runs["per_rollout"])
+    sections += ["", "## Per rollout, from runs of their own length", "", *rows]
+    shortfalls += short
+    rows, decision = allocation(runs["allocation"])
+    sections += ["", "## The allocation ceiling", "", *rows, "", f"Decision: {decision}."]
     text = "\n".join(
         [
             "# The one line against dynamic sampling, seeds 0-9, at each regime's tuned learning rate",
             "",
-            "Mean over seeds of the paired difference ± its standard error (number of seeds), "
-            "`python benchmarks/rollouts_verdict.py`.",
+            f"Mean over seeds of the paired difference ± its standard error (number of seeds), `{command}`.",
             "",
             *tables,
             *sections,
@@ -430,13 +382,9 @@ def main(argv=None) -> int:
             "",
         ]
     )
-    with open(args.out, "w") as f:
-        f.write(text)
-    curves = {g: {"runs": {m: runs[g][m] for m in PLOTTED if m in runs[g]}} for g in TRUE_COLUMN}
-    plot({"regimes": curves}, args.plot)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    curves = {g: {"runs": {m: main[g][m] for m in PLOTTED if m in main[g]}} for g in TRUE_COLUMN}
+    figures = {
+        "accuracy_vs_rollouts": lambda path: plot({"regimes": curves}, path),
+        "own_length": lambda path: plot_own_length(runs["per_rollout"], path),
+    }
+    return text, figures

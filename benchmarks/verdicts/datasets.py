@@ -3,50 +3,27 @@ What the datasets users bring change: copies of a prompt sharing one belief, and
 rates as the prior. Each comparison is paired by seed (the mean over seeds of the difference, with its standard error,
 SE = std / sqrt(n - 1)), at the suite's tuned learning rate.
 
-```bash
-python benchmarks/datasets_verdict.py   # the committed runs; writes benchmarks/results/datasets_verdict.md
-```
-
-The runs (`benchmarks/results/`):
+Its runs (`benchmarks/results/INDEX.json`, `verdicts.datasets`, in order of precedence):
 
 - `copies_20/`: `copies_20` (the `base` pool with every prompt on 20 shuffled rows), uniform, the one line (copies
-  share a belief, the default) and `one_line_by_row` (one belief per row), seeds 0-4:
-  `python benchmarks/real_cpu.py --regimes copies_20 --methods uniform,one_line,one_line_by_row --out
-  benchmarks/results/copies_20`; `copies_20_no_metadata/`: the same without the `level` column,
-  `--methods one_line_no_metadata,one_line_no_metadata_by_row --merge benchmarks/results/copies_20/real_cpu.json
-  --out benchmarks/results/copies_20_no_metadata`;
+  share a belief, the default) and `one_line_by_row` (one belief per row), seeds 0-4; `copies_20_no_metadata/`: the
+  same without the `level` column (`one_line_no_metadata`, `one_line_no_metadata_by_row`);
 - `prior_0_4/`, `prior_5_9/`: `prior_fresh` (a `solve_rate` column from the warm start's own success, 8 samples a
   prompt) and `prior_stale` (from the other warm start's), uniform, the one line (which leaves the column alone) and
-  `one_line_prior` (`KGPSConfig(prior_column="solve_rate")`), seeds 0-4, then 5-9 once:
-  `python benchmarks/real_cpu.py --regimes prior_fresh,prior_stale --methods uniform,one_line,one_line_prior
-  --seeds 0,1,2,3,4 --out benchmarks/results/prior_0_4` (and `--seeds 5,6,7,8,9 --held_back 5 --out
-  benchmarks/results/prior_5_9`);
-- `prior_residual_0_4/`: a variant measured and left out, each prompt's residual starting at its bin's logit and the
-  shared part at 0 (commit 386d9d0), as `one_line`, with the runs of uniform and the one line without the prior
-  (`one_line_no_prior`, named so then) merged.
-"""
+  `one_line_prior` (`KGPSConfig(prior_column="solve_rate")`), seeds 0-4, then 5-9 once.
 
-import argparse
-import os
-import sys
+`prior_residual_0_4/`, a variant measured and left out (each prompt's residual starting at its bin's logit and the
+shared part at 0, commit 386d9d0), is read by no verdict.
+"""
 
 import numpy as np
 
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from benchmarks import one_line_verdict  # noqa: E402
-from benchmarks.one_line_verdict import mean_se  # noqa: E402
-from benchmarks.realcpu.report import rollouts_to_reach  # noqa: E402
+from benchmarks.realcpu.report import rollouts_to_reach
+from benchmarks.verdicts.one_line import mean_se
 
 
-RESULTS = "benchmarks/results"
-FILES = (
-    "copies_20/real_cpu.json",
-    "copies_20_no_metadata/real_cpu.json",
-    "prior_0_4/real_cpu.json",
-    "prior_5_9/real_cpu.json",
-)
+# What it reads (INDEX.json lists the files in order of precedence).
+ROLES = {"runs": "copies of a prompt and a prior column: uniform, the one line and its variants"}
 # (regime, method, its comparison), in the table's order.
 COMPARISONS = (
     ("copies_20", "one_line", "one_line_by_row"),
@@ -61,11 +38,6 @@ COMPARISONS = (
     ("prior_stale", "one_line", "uniform"),
 )
 EARLY_STEP = 100  # the snapshot at which the prior's head start is read
-
-
-def load(results: str = RESULTS) -> dict:
-    """`runs[regime][method][seed]`, the union of the files of `FILES` that exist (`one_line_verdict.load`)."""
-    return one_line_verdict.load([path for name in FILES if os.path.exists(path := os.path.join(results, name))])
 
 
 def compare(mine: dict, theirs: dict) -> dict[str, float]:
@@ -112,16 +84,6 @@ def table(runs: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default=RESULTS)
-    args = parser.parse_args(argv)
-    text = "# The datasets users bring\n\n" + table(load(args.results)) + "\n"
-    with open(os.path.join(args.results, "datasets_verdict.md"), "w") as f:
-        f.write(text)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def render(runs: dict, command: str) -> tuple[str, dict]:
+    """The verdict's markdown from `runs["runs"]` (`runs[regime][method][seed]`), and its figures (none)."""
+    return "# The datasets users bring\n\n" + table(runs["runs"]) + "\n", {}

@@ -5,68 +5,33 @@ one line's beliefs honest. Accuracy comparisons are paired by seed (mean over se
 standard error, SE = std / sqrt(n - 1)); calibration is each run's mean over its snapshots after the first
 (`benchmarks/realcpu/calibration.py`), averaged over seeds.
 
-```bash
-python benchmarks/calibration_verdict.py   # the committed runs; writes benchmarks/results/calibration_verdict.md
-                                           # and the reliability diagram, benchmarks/results/calibration_reliability.png
-```
-
-The runs (`benchmarks/results/`), `R` = `base,groups_of_4,out_of_reach,other_policy,mostly_solved`:
-
-- `one_line_learnt_gamma/`: the default as it is, gamma learnt (`process_noise_adaptation=0.05`), in every main
-  regime and the four wrong-column ones, seeds 0-9: `python benchmarks/real_cpu.py --regimes
-  $R,wrong_labels,wrong_labels_out_of_reach,merged_levels,unrelated_column --methods one_line --seeds
-  0,1,2,3,4,5,6,7,8,9 --held_back 5 --out benchmarks/results/one_line_learnt_gamma`. Every other file's `one_line`
-  ran before, with gamma fixed: this verdict calls it `one_line_fixed_gamma` (the suite's method of that name);
-- `calibration_0_4/<regime>/`: every selector, seeds 0-4, one regime a file:
-  `python benchmarks/real_cpu.py --regimes <regime> --methods
-  uniform,one_line,one_line_no_metadata,kgps_per_prompt,kgps_paper,mopps,greso,dps,arcus,oracle --seeds 0,1,2,3,4
-  --out benchmarks/results/calibration_0_4/<regime>`;
-- `drift_0_4/`: the drift candidates beside the one line, seeds 0-4: `python benchmarks/real_cpu.py --regimes $R
-  --methods uniform,one_line,one_line_adaptive_q,one_line_gamma_1 --seeds 0,1,2,3,4 --out
-  benchmarks/results/drift_0_4`;
-- `calibration_5_9/`, then `calibration_5_9_peers/`: seeds 5-9, held back from every choice and run once: `python
-  benchmarks/real_cpu.py --regimes $R --methods
-  uniform,one_line,one_line_adaptive_q,arcus,kgps_per_prompt,one_line_no_metadata --seeds 5,6,7,8,9 --held_back 5
-  --out benchmarks/results/calibration_5_9`, then `--methods kgps_paper,mopps,greso,dps --merge
-  benchmarks/results/calibration_5_9/real_cpu.json --out benchmarks/results/calibration_5_9_peers` with the same
-  regimes and seeds;
-- `boundary_0_4/`: the paper's rule with and without its clipped logit observation (`paper+binomial`: the exact
-  binomial update instead), seeds 0-4: `python benchmarks/real_cpu.py --regimes $R --methods
-  uniform,kgps_paper,paper+binomial --seeds 0,1,2,3,4 --out benchmarks/results/boundary_0_4`.
+Its runs (`benchmarks/results/INDEX.json`, `verdicts.calibration`, in order of precedence): `learnt_gamma`, the
+default as it is, gamma learnt (`process_noise_adaptation=0.05`), in every main regime and the four wrong-column
+ones, seeds 0-9 (`one_line_learnt_gamma/`); and `gamma_fixed`, every file whose `one_line` ran before, with gamma
+fixed, which this verdict calls `one_line_fixed_gamma` (the suite's method of that name): the held-back seeds 5-9 of
+every selector (`calibration_5_9_peers/`, which holds `calibration_5_9/`'s runs merged, then that), the paper's rule with and
+without its clipped logit observation (`boundary_0_4/`: `paper+binomial`, the exact binomial update instead), the
+drift candidates beside the one line (`drift_0_4/`), and every selector on seeds 0-4, one regime a file
+(`calibration_0_4/<regime>/`).
 
 The 0-4 runs before the predicted success became the belief's mean (`KGPSSelector.predicted_success`) report
 \\(\\sigma(m)\\), its median; their coverage is the same either way, and the held-back runs and `drift_0_4` report the
 mean.
 """
 
-import argparse
-import os
-import sys
-
 import numpy as np
 
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from benchmarks import one_line_verdict  # noqa: E402
-from benchmarks.one_line_verdict import TRUE_COLUMN as REGIMES  # noqa: E402
-from benchmarks.one_line_verdict import short_cell  # noqa: E402
-from benchmarks.realcpu import calibration  # noqa: E402
-from benchmarks.realcpu.report import paired  # noqa: E402
+from benchmarks.realcpu import calibration
+from benchmarks.realcpu.report import paired
+from benchmarks.verdicts.one_line import TRUE_COLUMN as REGIMES
+from benchmarks.verdicts.one_line import short_cell
 
 
-RESULTS = "benchmarks/results"
-# The default as it is, gamma learnt (`process_noise_adaptation=0.05`), every main regime on seeds 0-9.
-LEARNT_GAMMA = "one_line_learnt_gamma/real_cpu.json"
-# Runs from before the default learnt gamma, whose `one_line` is `one_line_fixed_gamma` here. Held-back runs first:
-# `one_line_verdict.load` keeps the first file's run of a seed.
-FILES = (
-    "calibration_5_9_peers/real_cpu.json",
-    "calibration_5_9/real_cpu.json",
-    "boundary_0_4/real_cpu.json",
-    "drift_0_4/real_cpu.json",
-    *(f"calibration_0_4/{regime}/real_cpu.json" for regime in REGIMES),
-)
+# What it reads (INDEX.json lists each role's files in order of precedence).
+ROLES = {
+    "learnt_gamma": "the default as it is, gamma learnt, every regime, seeds 0-9",
+    "gamma_fixed": "every selector's runs from before, whose `one_line` is `one_line_fixed_gamma` here",
+}
 # Every selector, as the docs' table names it.
 LABELS = {
     "one_line": "**the one line**",
@@ -88,14 +53,13 @@ HELD_BACK = 5
 GOALS = dict(ece=0.05, coverage_90=0.85)
 
 
-def load(results: str = RESULTS) -> dict:
+def combined(learnt_gamma: dict, gamma_fixed: dict) -> dict:
     """
-    `runs[regime][method][seed]`: the default's runs (`LEARNT_GAMMA`) as `one_line`, and the union of the files of
-    `FILES` that exist (`one_line_verdict.load`), whose `one_line` ran with gamma fixed (`one_line_fixed_gamma`).
+    `runs[regime][method][seed]`: the default's runs (`learnt_gamma`) as `one_line`, and the runs of `gamma_fixed`,
+    whose `one_line` ran with gamma fixed, as `one_line_fixed_gamma` (renamed in place); a run of `learnt_gamma` first.
     """
-    existing = [path for name in FILES if os.path.exists(path := os.path.join(results, name))]
-    runs = one_line_verdict.load([path] if os.path.exists(path := os.path.join(results, LEARNT_GAMMA)) else [])
-    for regime, methods in one_line_verdict.load(existing).items():
+    runs = learnt_gamma
+    for regime, methods in gamma_fixed.items():
         if "one_line" in methods:
             methods["one_line_fixed_gamma"] = methods.pop("one_line")
         for method, seeds in methods.items():
@@ -283,18 +247,8 @@ def report(runs: dict) -> str:
     )
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default=RESULTS)
-    args = parser.parse_args(argv)
-    runs = load(args.results)
-    text = report(runs)
-    with open(os.path.join(args.results, "calibration_verdict.md"), "w") as f:
-        f.write(text)
-    diagram(runs, os.path.join(args.results, "calibration_reliability.png"))
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def render(runs: dict, command: str) -> tuple[str, dict]:
+    """The verdict's markdown from `runs[role]` (`learnt_gamma`, `gamma_fixed`: `runs[regime][method][seed]`), and its
+    figure, `reliability` (`diagram`)."""
+    runs = combined(runs["learnt_gamma"], runs["gamma_fixed"])
+    return report(runs), {"reliability": lambda path: diagram(runs, path)}

@@ -1,0 +1,86 @@
+"""
+Does the one line, `KGPSCallback()`, beat what practitioners do, on sums and on Countdown? Final held-out accuracy
+paired by seed, mean ± standard error (SE = std / sqrt(n - 1), numpy's std), from runs made on one machine in one
+environment.
+
+Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
+
+- `sums`: `practice_0_4_same_machine/`, `uniform` and the one line on seeds 0-4, with `gaussian`, `insight` and
+  `offline_filter` in the five sums regimes merged from `practice_0_4/` (run on the same machine; the suite's
+  committed `uniform` ran on another CPU, whose kernels move a run at these learning rates by up to 0.006 at its
+  end);
+- `countdown`, once its runs are committed: every method in the three Countdown regimes, seeds 0-4.
+
+The offline filter's profiling (8 samples of every prompt before training) is counted in its rollouts.
+"""
+
+import numpy as np
+
+from benchmarks.realcpu.report import paired
+
+
+# What it reads (INDEX.json lists each role's files): a table each, Countdown's once its runs are committed.
+ROLES = {"sums": "the five sums regimes, seeds 0-4, one machine", "countdown": "the Countdown regimes, seeds 0-4"}
+OPTIONAL = ("countdown",)
+# Each table: its title, and the methods it pairs (`None`: all), those run on the one machine.
+TABLES = {
+    "sums": ("Sums, seeds 0-4 (one machine)", ("uniform", "one_line", "gaussian", "insight", "offline_filter")),
+    "countdown": ("Countdown, seeds 0-4", None),
+}
+PEERS = ("uniform", "gaussian", "insight", "offline_filter", "mopps", "greso", "dps", "arcus", "kgps_per_prompt")
+
+
+def kept(runs: dict, methods: tuple[str, ...] | None) -> dict:
+    """`runs[regime][method][seed]` of `methods`, in the regimes uniform ran."""
+    return {
+        regime: {m: seeds for m, seeds in by_method.items() if methods is None or m in methods}
+        for regime, by_method in runs.items()
+        if "uniform" in by_method
+    }
+
+
+def cell(values: list[float]) -> str:
+    values = np.asarray(values)
+    se = values.std() / np.sqrt(max(len(values) - 1, 1))
+    return f"{values.mean():+.3f} ± {se:.3f}"
+
+
+def table(runs: dict, title: str) -> list[str]:
+    """The one line minus each peer, and each method minus uniform, per regime."""
+    regimes = list(runs)
+    lines = [f"## {title}", "", "| the one line minus | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
+    lines.append("|---" * (len(regimes) + 1) + "|")
+    for peer in PEERS:
+        if all(peer in runs[r] for r in regimes):
+            row = [cell(paired(runs[r], baseline=peer)["one_line"]["difference"]) for r in regimes]
+            lines.append(f"| {peer} | " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "| minus uniform | " + " | ".join(f"`{r}`" for r in regimes) + " |",
+        "|---" * (len(regimes) + 1) + "|",
+    ]
+    methods = [m for m in runs[regimes[0]] if m != "uniform"]
+    for method in methods:
+        row = [cell(paired(runs[r])[method]["difference"]) if method in runs[r] else "–" for r in regimes]
+        lines.append(f"| {method} | " + " | ".join(row) + " |")
+    rollouts = [
+        f"`{r}` {np.mean([s['rollouts'][-1] for s in runs[r]['offline_filter'].values()]):,.0f}"
+        for r in regimes
+        if "offline_filter" in runs[r]
+    ]
+    if rollouts:
+        lines += [
+            "",
+            "The offline filter's rollouts, its profiling included (the others': 12,800): " + ", ".join(rollouts),
+        ]
+    return lines + [""]
+
+
+def render(runs: dict, command: str) -> tuple[str, dict]:
+    """The verdict's markdown, a table for each role of `TABLES` in `runs` (`runs[regime][method][seed]`), in the
+    order `TABLES` names them, and its figures (none)."""
+    lines = ["# The one line against what practitioners do", "", f"`{command}`, seeds 0-4.", ""]
+    for role, (title, methods) in TABLES.items():
+        if role in runs:
+            lines += table(kept(runs[role], methods), title)
+    return "\n".join(lines), {}
