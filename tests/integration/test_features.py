@@ -107,12 +107,12 @@ def test_resuming_with_other_feature_values_is_refused(tmp_path, tokenizer):
     other = dataset(level=[f"L{i % 2}" for i in range(12)])
     with pytest.raises(ValueError, match=r"saved for other rows than this run's 12 \(its 'level' column differs"):
         run(tmp_path, tokenizer, other, resume=str(tmp_path / "checkpoint-4"))
-    # A state that records the digest of its prompt column only (trl-kgps 0.3.0.dev): the selector's check refuses.
+    # A state that records the digest of its prompt column only (a development build's) is refused as such.
     path = str(tmp_path / "checkpoint-4" / state_file.STATE_FILE)
     arrays, meta = state_file.load(path)
     del meta["prompts"]["rows"]
     state_file.save(path, arrays, meta)
-    with pytest.raises(ValueError, match=r"other prompt features than this selector's"):
+    with pytest.raises(ValueError, match=r"records the digest of its prompt column only, as a development build of"):
         run(tmp_path, tokenizer, other, resume=str(tmp_path / "checkpoint-4"))
 
 

@@ -1,8 +1,7 @@
 """The digest of a train dataset's rows that a KGPS state records: every column counts, images and bytes by their
-content, and a state of trl-kgps 0.3.0.dev (its `prompt` column only) is still read."""
+content, and a state of a development build of 0.3 (its `prompt` column only) is refused."""
 
 import io
-import logging
 
 import numpy as np
 import pytest
@@ -96,20 +95,20 @@ def test_the_prompt_columns_digest_is_the_one_trl_kgps_0_3_dev_recorded():
     )
 
 
-def test_a_state_with_the_prompt_column_digest_only_is_checked_by_it_and_read_with_one_line(tmp_path, caplog):
+def test_a_state_with_the_prompt_column_digest_only_of_a_development_build_is_refused_naming_the_fix(tmp_path):
     rows = datasets.Dataset.from_dict({"prompt": ["a", "a", "b", "c"], "answer": ["1", "2", "3", "4"]})
-    legacy = {key: value for key, value in prompts_digest(rows).items() if key != "rows"}
+    development = {key: value for key, value in prompts_digest(rows).items() if key != "rows"}
     selector = KGPSSelector(4)
     sampler = KGPSRepeatSampler(range(4), mini_repeat_count=2, batch_size=2, selector=selector)
-    path = state_file.write(tmp_path, selector, sampler.state_dict(), legacy)
-    with caplog.at_level(logging.WARNING, logger="trl_kgps"):
-        state_file.read_run(path, *state_file.load(path), selector, 2, prompts_digest(rows.select([1, 0, 2, 3])))
-    lines = [
-        r.getMessage() for r in caplog.records if "records the digest of its prompt column only" in r.getMessage()
-    ]
-    assert len(lines) == 1 and "\n" not in lines[0]
-    with pytest.raises(ValueError, match="its 4 prompts are this run's in another order"):
-        state_file.read_run(path, *state_file.load(path), selector, 2, prompts_digest(rows.select([2, 0, 1, 3])))
+    path = state_file.write(tmp_path, selector, sampler.state_dict(), development)
+    # even for the same rows: the prompt column alone cannot tell rows that share it apart
+    with pytest.raises(state_file.UnreadableState) as refused:
+        state_file.read_run(path, *state_file.load(path), selector, 2, prompts_digest(rows))
+    assert str(refused.value) == (
+        f"{path} records the digest of its prompt column only, as a development build of trl-kgps 0.3 (0.3.0.dev) "
+        "wrote it, which this release does not read. Resume with the build that wrote it, or start KGPS afresh from "
+        "this checkpoint: move its kgps_state.npz out and pass KGPSConfig(restart_on_missing_state=True)."
+    )
 
 
 def test_same_rows_are_the_same_object_or_the_same_rows_in_the_same_order():

@@ -138,3 +138,15 @@ def test_a_kgps_selector_refuses_an_experimental_config_naming_the_class_that_re
         KGPSSelector(10, ExperimentalConfig())
     # and the state of a KGPSSelector holds nothing of the variants (gamma's calibration is the default's)
     assert not {"pass_order", "group_size_seen", "config_class"} & KGPSSelector(10).state_dict().keys()
+
+
+def test_a_state_saved_with_other_prompt_features_is_refused_before_any_change():
+    levels = np.arange(40) % 4
+    saved = KGPSSelector(40, KGPSConfig(), seed=1, features={"level": levels})
+    saved.update([0, 5, 9], [1, 4, 8], [8, 8, 8])
+    other = KGPSSelector(40, KGPSConfig(), seed=1, features={"level": levels % 2})
+    before = pickle.dumps(other.state_dict())
+    with pytest.raises(ValueError, match=r"other prompt features than this selector's.*feature_columns it was saved"):
+        other.load_state_dict(saved.state_dict())
+    assert pickle.dumps(other.state_dict()) == before
+    KGPSSelector(40, KGPSConfig(), seed=2, features={"level": levels}).load_state_dict(saved.state_dict())

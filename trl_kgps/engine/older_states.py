@@ -15,11 +15,12 @@ What each release wrote, and what it lacks:
 - 0.1 and 0.2's baselines, saved before their authors' recipes: MoPPS without `pool` or its epoch walk, GRESO without
   `adapt_after_epochs`, `epoch` and `rules` (it continues with the walk it was saved under,
   `GRESOSelector._select_before_rules`).
-- 0.3: version 3, read as written.
+- 0.3: version 3, read as written; the digest of its rows and the trainer's record, with its loop.
 
 The development builds of 0.3 (0.3.0.dev) wrote versions 3, 4 and 5 in layouts of their own; 0.3.0 writes as version 3
 what the last of them wrote as 5. Their states are refused, naming the version and the fix
-(`written_by_a_development_build`), never read as another layout.
+(`written_by_a_development_build`), never read as another layout, and so are their digests of the `prompt` column
+alone (`digest_of_a_development_build`).
 """
 
 from collections.abc import Collection
@@ -61,10 +62,15 @@ def written_by_a_development_build(state: dict[str, Any]) -> str | None:
         return None
     return (
         f"state version {version} was written by a development build of trl-kgps 0.3 (0.3.0.dev), whose states "
-        "this release does not read: it reads versions 1 (trl-kgps 0.1), 2 (0.2) and 3 (0.3). Resume with the build "
-        "that wrote it, or start KGPS afresh from this checkpoint: move its kgps_state.npz out and pass "
-        "KGPSConfig(restart_on_missing_state=True)"
+        f"this release does not read: it reads versions 1 (trl-kgps 0.1), 2 (0.2) and 3 (0.3). {_DEVELOPMENT_FIX}"
     )
+
+
+# What to do with a state a development build of 0.3 wrote.
+_DEVELOPMENT_FIX = (
+    "Resume with the build that wrote it, or start KGPS afresh from this checkpoint: move its kgps_state.npz out and "
+    "pass KGPSConfig(restart_on_missing_state=True)"
+)
 
 
 def kgps_state(state: dict[str, Any]) -> dict[str, Any]:
@@ -158,15 +164,22 @@ def saved_asynchronously(arrays: dict[str, np.ndarray]) -> bool:
 
 
 def digest_warning(path: str, prompts: dict[str, Any] | None) -> str | None:
-    """What a state's digest of its rows (`prompts`, or `None`) leaves unchecked, when it is an earlier release's."""
-    if prompts is None:
-        return (
-            f"{path} records no digest of its prompts (written before trl-kgps 0.3), so KGPS cannot check that this "
-            "run's train dataset holds the same prompts in the same order."
-        )
-    if "rows" not in prompts:
-        return (
-            f"{path} records the digest of its prompt column only (written by trl-kgps 0.3.0.dev), so KGPS checked the "
-            "order of this run's prompts but not of its other columns (images, answers)."
-        )
-    return None
+    """What a state's digest of its rows (`prompts`, or `None`) leaves unchecked: everything, for 0.1's and 0.2's,
+    which recorded none."""
+    if prompts is not None:
+        return None
+    return (
+        f"{path} records no digest of its prompts (written before trl-kgps 0.3), so KGPS cannot check that this "
+        "run's train dataset holds the same prompts in the same order."
+    )
+
+
+def digest_of_a_development_build(path: str, prompts: dict[str, Any] | None) -> str | None:
+    """For a state whose digest of its rows (`prompts`) is of its `prompt` column only, as a development build of 0.3
+    wrote it: why it is refused, and the fix; `None` otherwise."""
+    if prompts is None or "rows" in prompts:
+        return None
+    return (
+        f"{path} records the digest of its prompt column only, as a development build of trl-kgps 0.3 (0.3.0.dev) "
+        f"wrote it, which this release does not read. {_DEVELOPMENT_FIX}."
+    )

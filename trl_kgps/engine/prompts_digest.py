@@ -62,8 +62,7 @@ def prompts_digest(dataset: Any) -> dict[str, Any] | None:
         `dict`: `rows`, the digests of every row's content (all its columns): `ordered` (the rows in index order),
         `unordered` (the same rows in any order share it) and `columns` (each column's name and the digest of its
         values in order, to name the columns that differ); and, when the rows have a `prompt` column, `column`
-        (`"prompt"`), `ordered` and `unordered` over that column alone, which are all a state written by trl-kgps
-        0.3.0.dev records. Each digest is 32 hex digits. A value is read as its text, or as sorted JSON (a
+        (`"prompt"`), `ordered` and `unordered` over that column alone. Each digest is 32 hex digits. A value is read as its text, or as sorted JSON (a
         conversation); bytes, arrays and images by the hash of their content, a date or decimal as its text, and
         another value JSON cannot hold by its type alone. A `datasets.Dataset` is read as stored, without decoding
         its images.
@@ -103,10 +102,10 @@ def same_rows(previous: Any, dataset: Any) -> bool:
 def mismatch(saved: dict[str, Any], current: dict[str, Any], num_prompts: int) -> str | None:
     """
     Why a state saved for the rows `saved` does not fit a dataset of `current` (both `prompts_digest`s); `None` if it
-    fits. A `saved` digest without `rows` (trl-kgps 0.3.0.dev) is compared by its `prompt` column alone.
+    fits.
     """
-    rows = saved.get("rows")
-    if rows is not None and rows["ordered"] == current["rows"]["ordered"]:
+    rows = saved["rows"]
+    if rows["ordered"] == current["rows"]["ordered"]:
         return None
     if "ordered" in saved:
         if "ordered" not in current:
@@ -121,8 +120,6 @@ def mismatch(saved: dict[str, Any], current: dict[str, Any], num_prompts: int) -
                 f"it was saved for other prompts than this run's {num_prompts} (its {COLUMN!r} column differs: "
                 "another dataset, filter or deduplication), and KGPS keeps each prompt's belief by its row"
             )
-        if rows is None:
-            return None
     saved_columns, current_columns = rows["columns"], current["rows"]["columns"]
     if set(saved_columns) != set(current_columns):
         return (

@@ -7,7 +7,7 @@ JSON `meta["selector"]`, with the selector's own state version), the sampler's `
 are, its counters `batches_chosen` and `batches_scored` in `meta`), where rows repeat prompts each row's prompt
 (`copies_prompt_of_row`), and `meta`: `selector_class`, `num_prompts` (distinct prompts), `batch_size`, `copies` (the
 key column, where rows repeat prompts), `prompts` (the digest of the train dataset's rows,
-`prompts_digest`; absent before trl-kgps 0.3, and of the `prompt` column alone in a state of trl-kgps 0.3.0.dev),
+`prompts_digest`; absent before trl-kgps 0.3),
 `trainer` (the trainer's `global_step` when it saved, and the arguments that map its steps to generation batches;
 absent before trl-kgps 0.3), `format` (`FORMAT_VERSION`).
 """
@@ -235,6 +235,9 @@ def read_run(
     saved_class = meta.get("selector_class")
     if saved_class != type(selector).__name__:
         raise ValueError(f"it holds a {saved_class}, but this run uses {type(selector).__name__}")
+    refusal = older_states.digest_of_a_development_build(path, meta.get("prompts"))
+    if refusal is not None:
+        raise UnreadableState(refusal)
     if prompts is not None:
         rows = arrays[COPIES].size if COPIES in arrays else num_prompts
         reason = None if "prompts" not in meta else mismatch(meta["prompts"], prompts, rows)
