@@ -4,18 +4,9 @@ has no public hook for choosing prompts.
 
 `AsyncGRPOTrainer` trains on rank 0's `AsyncRolloutWorker`, which spawns a child process running `_AsyncRolloutLoop`:
 it reads prompts with `_repeat_iterator` (the dataset in order, cycling), generates on vLLM, scores each finished group
-with `_score_group` and queues the samples. KGPS keeps all of that and replaces only what the loop reads next:
-
-| member | use |
-|---|---|
-| `_AsyncRolloutLoop._repeat_iterator()` | replaced: yields the prompts the selection engine chooses, `(group id, row)` once per completion |
-| `_AsyncRolloutLoop._score_group(group)` | wrapped: each group's rewards (one column per reward source) go to the engine; with `drop_zero_advantage`, a group whose samples all have zero advantage returns none |
-| `_AsyncRolloutLoop.reward_funcs`, `reward_func_names`, `_env_reward_types`, `_provides_rollout_reward` | read: the reward columns, as `_score_group` builds them |
-| `AsyncRolloutWorker._loop_cls`, `_loop_kwargs` | set on the trainer's worker before it starts: the loop class and its channel to the engine; `_loop_kwargs["reward_funcs"]` and `["environment_factory"]` read: which columns a reward function or an environment reads, never metadata |
-| `AsyncRolloutWorker.metrics_queue` | appended to: `kgps/*` metrics, which the trainer's `log()` drains into its logs |
-| `AsyncRolloutWorker.stop()`, `check_health(stale_after_s)` | wrapped: KGPS's service stops after the worker; KGPS's error raises first in the health check the trainer runs while it waits for samples |
-| `AsyncRolloutWorker._stop_event_mp` | set when KGPS's engine fails, before the worker's process learns of it (`request_stop`) |
-| `AsyncGRPOTrainer.rollout_worker`, `args.weight_sync_steps` | read: the worker, and when the served policy changes version |
+with `_score_group` and queues the samples. KGPS keeps all of that and replaces only what the loop reads next (`_repeat_iterator`), wraps the scoring
+(`_score_group`) and the worker's `stop()` and `check_health()`, and sets the worker's loop class and arguments;
+`USED_MEMBERS` names every member it reads, wraps, replaces or relies on, and `docs/trl.md` shows the table.
 
 Everything else the adapter relies on, `check()` verifies by signature and by what each member's code calls and
 sets, on whichever TRL release is installed, and refuses naming the member and what it found: the loop reads its
@@ -38,31 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from .seam import UsedMember
+
 
 # Where TRL releases keep the asynchronous trainer's modules, searched in order.
 PACKAGES = ("trl.experimental.async_grpo", "trl.trainer")
 MODULES = ("async_rollout_worker", "async_grpo_trainer")
-
-
-@dataclasses.dataclass(frozen=True)
-class UsedMember:
-    """
-    What KGPS relies on in one member of TRL's asynchronous trainer.
-
-    Attributes:
-        path (`str`): `"Class.member"`, or a module-level function's name.
-        parameters (`tuple[str, ...]` or `None`): the parameters after `self` it must take, exactly (KGPS calls it, or
-            replaces it for TRL's calls, with these; `None`: not checked).
-        coroutine (`bool` or `None`): whether it must be an `async def` (`None`: not checked).
-        names (`tuple[str, ...]`): what its code must name: the attributes it sets or reads, the members it calls.
-        use (`str`): what KGPS does with it.
-    """
-
-    path: str
-    parameters: tuple[str, ...] | None = None
-    coroutine: bool | None = None
-    names: tuple[str, ...] = ()
-    use: str = ""
 
 
 USED_MEMBERS = (

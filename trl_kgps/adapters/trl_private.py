@@ -1,25 +1,17 @@
 """
 The one place where trl-kgps reaches into TRL's and transformers' trainers beyond their public API.
 
-Every member KGPS replaces, wraps or reads is named below with what KGPS does with it. Each was checked, for both
-`GRPOTrainer` and `RLOOTrainer`, on the TRL releases in `TESTED` (same names and signatures), and CI runs the
-integration tests on both ends of that range. `check(trainer)` runs when the callback attaches, before anything
-changes, and raises naming the installed TRL if a member is missing or has another signature. Wrappers pass their
-arguments through (`*args, **kwargs`).
+Every member KGPS replaces, wraps or reads is in `SEAM`, with what KGPS does with it; `docs/trl.md` shows the table.
+Each was checked, for both `GRPOTrainer` and `RLOOTrainer`, on the TRL releases in `TESTED` (same names and
+signatures), and CI runs the integration tests on both ends of that range. `check(trainer)` runs when the callback
+attaches, before anything changes, and raises naming the installed TRL if a member is missing or has another
+signature. Wrappers pass their arguments through (`*args, **kwargs`).
 
-| member | use | kind |
-|---|---|---|
-| `Trainer.get_train_dataloader()` | wrapped: the data loader reads `IndexedRows(train_dataset)` | public method |
-| `GRPOTrainer._get_train_sampler(dataset=None)` | replaced: returns `KGPSRepeatSampler` | protected method |
-| `GRPOTrainer._calculate_rewards(inputs, prompts, completions, completion_ids_list)` | wrapped: the gathered rewards reach the selector | protected method |
-| `Trainer._load_optimizer_and_scheduler(checkpoint)` | wrapped: resume restores the KGPS state | protected method |
-| `Trainer.save_model(output_dir=None, ...)` | wrapped: every save writes `kgps_state.npz` | public method |
-| `Trainer.create_model_card(...)` | wrapped: adds the `## KGPS` section | public method |
-| `GRPOTrainer._metrics["train"]` | appended to: KGPS's metrics reach the trainer's logs | protected attribute |
-| `num_generations`, `num_iterations`, `args.steps_per_generation`, `args.generation_batch_size`, `reward_funcs`, `reward_func_names`, `reward_weights` | read when training starts: the batch layout, the success rule and which columns a reward function reads | attributes |
-| `GRPOTrainer._environment_pool` (TRL 1.16), else `environment_factories` | read when training starts: the environments whose `reset(**row)` may read a column | protected attribute |
-| `GRPOTrainer._multi_environment` (TRL 1.16; absent: `False`) | read when training starts: rows are routed to an environment by their `environment` column, which then tells copies apart | protected attribute |
-| the trainer's `__init__` frame | the one-line form finds its trainer on the call stack at `on_init_end` | CPython frames |
+Rewards are read in the wrapped `_calculate_rewards`, not in a callback event: TRL's `on_step_end` (like every
+`TrainerCallback` event) receives `args`, `state` and `control`, never the rewards, which exist only inside the
+trainer's scoring of a generation batch and reach its logs as means. The one-line form, `KGPSCallback()`, finds the
+trainer it was passed to on the call stack (`trainer_being_built`), since `Trainer.__init__` calls `on_init_end`
+without passing itself; `KGPSCallback(trainer=trainer)` or `trainer.add_callback(...)` need no frame.
 """
 
 import inspect
@@ -32,6 +24,7 @@ from torch.utils.data import Dataset
 from transformers import Trainer
 
 from .reward_reads import ColumnReaders
+from .seam import UsedMember
 
 
 # TRL releases whose trainers were checked against everything below; CI runs the integration tests on both ends.
@@ -39,15 +32,32 @@ TESTED = ("0.29.1", "1.16.0")
 
 INDEX_COLUMN = "kgps_index"
 
-# Methods KGPS wraps or replaces, with the leading parameters it passes or relies on, checked at attach time.
-_METHODS = {
-    "get_train_dataloader": (),
-    "_get_train_sampler": ("dataset",),
-    "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
-    "_load_optimizer_and_scheduler": ("checkpoint",),
-    "save_model": ("output_dir",),
-    "create_model_card": (),
-}
+# Every member of the trainer KGPS replaces, wraps or reads. `check()` verifies the leading parameters of those that
+# name them; `parameters=None`: read as attributes, or checked where they are read.
+SEAM = (
+    UsedMember("Trainer.get_train_dataloader", (), use="wrapped: each row carries its dataset index as `kgps_index`, "
+               "which reward functions receive like any column"),
+    UsedMember("GRPOTrainer._get_train_sampler", ("dataset",), use="replaced: returns `KGPSRepeatSampler` instead "
+               "of TRL's `RepeatSampler`"),
+    UsedMember("GRPOTrainer._calculate_rewards", ("inputs", "prompts", "completions", "completion_ids_list"),
+               use="wrapped: the rewards, gathered over all ranks, reach the selector (training batches only)"),
+    UsedMember("Trainer._load_optimizer_and_scheduler", ("checkpoint",), use="wrapped: also restores the KGPS state "
+               "of the checkpoint a run resumes from"),
+    UsedMember("Trainer.save_model", ("output_dir",), use="wrapped: also writes `kgps_state.npz`, into every "
+               "checkpoint and saved model"),
+    UsedMember("Trainer.create_model_card", (), use="wrapped: also adds a `## KGPS` section and the tags `kgps`, "
+               "`trl-kgps`"),
+    UsedMember("GRPOTrainer._metrics", use="appended to: KGPS's metrics reach the trainer's logs"),
+    UsedMember("GRPOTrainer.num_generations, num_iterations, args.steps_per_generation, args.generation_batch_size, "
+               "reward_funcs, reward_func_names, reward_weights",
+               use="read when training starts: the batch layout, the success rule, which columns a reward reads"),
+    UsedMember("GRPOTrainer._environment_pool (TRL 1.16), else environment_factories", use="read when training "
+               "starts: the environments whose `reset(**row)` may read a column"),
+    UsedMember("GRPOTrainer._multi_environment (TRL 1.16; absent: False)", use="read when training starts: rows "
+               "routed by their `environment` column, which then tells copies apart"),
+    UsedMember("Trainer.__init__ (its frame)", use="the one-line form finds its trainer on the call stack at "
+               "`on_init_end` (`trainer_being_built`)"),
+)  # fmt: skip
 
 
 def _trl_version() -> str:
@@ -67,7 +77,10 @@ def check(trainer: Trainer) -> None:
             f"KGPS selects prompts for trainers that score groups of completions with reward functions "
             f"(trl.GRPOTrainer, trl.RLOOTrainer); {type(trainer).__name__} has no {' or '.join(missing)}."
         )
-    for name, expected in _METHODS.items():
+    for member in SEAM:
+        if member.parameters is None:
+            continue
+        name, expected = member.path.rpartition(".")[2], member.parameters
         method = getattr(type(trainer), name, None)
         parameters = [] if method is None else list(inspect.signature(method).parameters)[1 : 1 + len(expected)]
         if method is None or tuple(parameters) != expected:
@@ -116,7 +129,7 @@ def bind(
     add_to_model_card: Callable[[], None],
 ) -> None:
     """
-    Wraps the six members of the table above on `trainer` (this instance, not its class): its sampler becomes
+    Wraps the six methods of `SEAM` on `trainer` (this instance, not its class): its sampler becomes
     `train_sampler(dataset=None)`; each row its data loader reads carries its dataset index; the rewards it computes
     in training reach `observe(rewards_per_func, inputs)`; resuming from a checkpoint folder also calls
     `resume_from(folder)`; every save also calls `save_state(folder)`; and writing its model card also calls
@@ -157,7 +170,7 @@ def bind_saves(
     add_to_model_card: Callable[[], None],
 ) -> None:
     """
-    Wraps the three members of the table above through which KGPS's state travels with the model, on `trainer` (this
+    Wraps the three methods of `SEAM` through which KGPS's state travels with the model, on `trainer` (this
     instance; TRL's asynchronous trainer too): resuming from a checkpoint folder also calls `resume_from(folder)`;
     every save also calls `save_state(folder)`; and writing its model card also calls `add_to_model_card()`.
     """
