@@ -49,6 +49,11 @@ _VERSION_1_DEFAULTS = {
 # A config field that every state of 0.3.0 records and no development build's version 3 did (it came with their
 # version 5): a version-3 state whose config lacks it is one of theirs.
 _RECORDED_SINCE_DEVELOPMENT = "prompt_key"
+# What to do with a state a development build of 0.3 wrote.
+_DEVELOPMENT_FIX = (
+    "Resume with the build that wrote it, or start KGPS afresh from this checkpoint: move its kgps_state.npz out and "
+    "pass KGPSConfig(restart_on_missing_state=True)"
+)
 
 
 def written_by_a_development_build(state: dict[str, Any]) -> str | None:
@@ -64,13 +69,6 @@ def written_by_a_development_build(state: dict[str, Any]) -> str | None:
         f"state version {version} was written by a development build of trl-kgps 0.3 (0.3.0.dev), whose states "
         f"this release does not read: it reads versions 1 (trl-kgps 0.1), 2 (0.2) and 3 (0.3). {_DEVELOPMENT_FIX}"
     )
-
-
-# What to do with a state a development build of 0.3 wrote.
-_DEVELOPMENT_FIX = (
-    "Resume with the build that wrote it, or start KGPS afresh from this checkpoint: move its kgps_state.npz out and "
-    "pass KGPSConfig(restart_on_missing_state=True)"
-)
 
 
 def kgps_state(state: dict[str, Any]) -> dict[str, Any]:
