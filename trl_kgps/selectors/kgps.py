@@ -412,6 +412,7 @@ class KGPSSelector(FromPretrainedMixin):
     def init_arguments(cls, state: dict[str, Any]) -> dict[str, Any]:
         """The constructor's keyword arguments that built the selector whose `state_dict()` is `state`: its config is
         a `config_class`, which must read every field the state's config holds."""
+        num_prompts, seed = state["num_prompts"], state["seed"]  # a `KeyError` for what is no selector's state
         _check_version(state)
         read = cls.config_class.__dataclass_fields__
         fields = older_states.kgps_config_fields(state, read)
@@ -421,7 +422,7 @@ class KGPSSelector(FromPretrainedMixin):
                 f"its config holds {unread}, which {cls.config_class.__name__} does not: it was saved by a variant of "
                 "KGPS (for those fields, trl_kgps.selectors.experimental.ExperimentalSelector): load it with that one"
             )
-        return {"num_prompts": state["num_prompts"], "config": cls.config_class(**fields), "seed": state["seed"]}
+        return {"num_prompts": num_prompts, "config": cls.config_class(**fields), "seed": seed}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_prompts={self.num_prompts}, config={self.config}, seed={self.seed})"
