@@ -12,7 +12,7 @@ import os
 
 SUFFIX = ".xz"
 # A committed results file larger than this is stored compressed (`compact`).
-COMPACT_ABOVE = 100_000
+COMPACT_ABOVE = 50_000
 # xz's strongest preset: the committed files shrink about five times, and `xz -d` gives back the bytes compressed.
 PRESET = 9 | lzma.PRESET_EXTREME
 

@@ -15,7 +15,7 @@ import torch
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
-from realcpu import methods, report, setting  # noqa: E402
+from realcpu import methods, report, results_file, setting  # noqa: E402
 from realcpu.environment import PACKAGES, describe, environment  # noqa: E402
 
 from benchmarks.realcpu import allocation  # noqa: E402
@@ -241,10 +241,11 @@ def test_the_environment_names_packages_python_cpu_threads_and_commit():
 
 
 def test_every_committed_benchmark_result_names_its_environment():
-    files = sorted((BENCHMARKS / "results").rglob("*.json"))
+    files = sorted({*(BENCHMARKS / "results").rglob("*.json"), *(BENCHMARKS / "results").rglob("*.json.xz")})
+    files = [path for path in files if path.name != "INDEX.json"]  # the index of the results, no result itself
     assert files
     for path in files:
-        env = json.loads(path.read_text()).get("environment")
+        env = results_file.load(str(path)).get("environment")
         assert env is not None, f"{path} does not record its environment"
         if env.get("recorded") is False:  # measured before results recorded it: says what is known instead
             assert len(env["note"]) > 80, path
@@ -417,7 +418,7 @@ def test_the_sweeps_rule_takes_the_rate_of_the_highest_mean_final_accuracy():
 
 def test_each_regime_trains_at_the_rate_its_committed_sweep_chose_and_a_wrong_column_at_its_twins():
     sweep = _lr_sweep_module()
-    results = json.loads((BENCHMARKS / "results" / "lr_sweep" / sweep.SCHEDULE / "lr_sweep.json").read_text())
+    results = results_file.load(str(BENCHMARKS / "results" / "lr_sweep" / sweep.SCHEDULE / "lr_sweep.json"))
     assert results["schedule"] == sweep.SCHEDULE and results["seeds"] == list(sweep.TUNING_SEEDS)
     # Countdown's regimes have a sweep of their own (tests/unit/test_countdown_suite.py)
     sums = {name: regime for name, regime in setting.REGIMES.items() if regime.family == "sums"}
