@@ -91,7 +91,7 @@ class KGPSSelector(FromPretrainedMixin):
 
     Extension point: a variant of KGPS subclasses `KGPSSelector` and changes these, and only these: `config_class`
     (the `KGPSConfig` subclass holding its own fields), `rule_class` (a `rule.SelectionRule` subclass: how a batch is
-    chosen, and what that keeps in the state), `_new_filter` (the beliefs' filter) and `process_noise` (\(Q\)); it
+    chosen, and what that keeps in the state), `_new_filter` (the beliefs' filter) and `process_noise` (\\(Q\\)); it
     reads its rule as `self._rule`. It is picked by name once registered (`trl_kgps.register_selector`), and for a
     config of its `config_class` wherever KGPS is asked for. `trl_kgps.selectors.experimental` is one.
 
