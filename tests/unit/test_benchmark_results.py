@@ -1,10 +1,12 @@
 """
 The committed benchmark results as a maintainer reads them (benchmarks/results): every file read through one loader
-in either of its forms, plain or compressed.
+in either of its forms, plain or compressed; an entry in the index (INDEX.json, rendered as INDEX.md) for every
+directory and top-level file, holding the command, commit and machine the results record; no machine path in any.
 """
 
 import json
 import lzma
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import results_index, verdict  # noqa: E402
 from benchmarks.realcpu import results_file  # noqa: E402
 
 
@@ -66,3 +69,77 @@ def test_report_only_rewrites_a_runs_tables_from_its_compressed_file_and_leaves_
     real_cpu.main(["--report_only", "--out", str(tmp_path)])
     assert (tmp_path / "real_cpu.md").read_bytes() == (committed / "real_cpu.md").read_bytes()
     assert (tmp_path / "real_cpu.json.xz").read_bytes() == before and not (tmp_path / "real_cpu.json").exists()
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@pytest.fixture(scope="module")
+def index():
+    with open(RESULTS / "INDEX.json") as f:
+        return json.load(f)
+
+
+def test_every_directory_and_top_level_file_of_the_results_has_an_entry_in_the_index(index):
+    files = [str(Path(folder) / name) for folder, _, names in os.walk(RESULTS) for name in names]
+    missing = results_index.entries_needed(str(RESULTS), files) - results_index.covered(index)
+    assert not missing, f"no entry in benchmarks/results/INDEX.json for {sorted(missing)}: add one (INDEX.md says how)"
+    gone = [key for key in index["results"] if not (RESULTS / key).exists() and not (RESULTS / (key + ".xz")).exists()]
+    assert not gone, f"INDEX.json has entries for results that are not there: {gone}"
+    for key, entry in index["results"].items():
+        assert all((RESULTS / name).exists() for name in entry.get("files", [])), key
+    for spec in index["verdicts"].values():  # what a verdict reads is an entry, and there
+        for files in spec["reads"].values():
+            for entry in [e for entries in (files.values() if isinstance(files, dict) else [files]) for e in entries]:
+                assert entry in index["results"] and results_file.exists(verdict.results_path(str(RESULTS), entry))
+
+
+def test_the_rendered_index_is_the_index_data():
+    with open(RESULTS / "INDEX.json") as f:
+        rendered = results_index.render(json.load(f))
+    assert (RESULTS / "INDEX.md").read_text() == rendered, "run `python benchmarks/results_index.py` after INDEX.json"
+
+
+def test_no_committed_result_nor_the_index_records_a_machine_path():
+    for path in sorted(RESULTS.rglob("*")):
+        if path.is_file() and path.suffix != ".png" and path.suffix != ".parquet":
+            text = lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
+            assert not results_index.machine_paths(text), f"{path}: {results_index.machine_paths(text)}"
+    assert results_index.machine_paths("--out /tmp/x --merge /work/main/a.json /home/me /Users/me") == [
+        "/tmp/", "/work/", "/home/", "/Users/",
+    ]  # fmt: skip
+    assert not results_index.machine_paths("--out benchmarks/results/tmp_runs --merge x/work/y.json")
+
+
+def test_each_entry_holds_the_command_commit_and_machine_its_results_record(index):
+    for key, entry in index["results"].items():
+        path = results_index.record_of(str(RESULTS), key)
+        if path is None or "command" not in results_file.load(path):  # a record older than commands
+            continue
+        made = results_index.recorded(path)
+        assert entry["command"] == made["command"] and entry["commit"] == made["commit"], key
+        assert entry["machine"] == made["machine"] and entry.get("merged", []) == made["merged"], key
+
+
+def test_a_recorded_dirty_commit_is_named_as_uncommitted_changes_after_it():
+    assert results_index.commit_label("e8f78e2c44dd2bc082a8d96b9c49adc057d92000+dirty") == (
+        "uncommitted changes after e8f78e2"
+    )
+    assert results_index.commit_label("f9d1c141501556647cf1231e52bf2fc54a15868b") == "f9d1c14"
+
+
+def test_adding_a_directory_compacts_it_and_draws_its_entry_from_its_record(tmp_path, index):
+    results = tmp_path / "results"
+    (results / "new_0_4").mkdir(parents=True)
+    record = results_file.load(str(RESULTS / "copies_20" / "real_cpu.json"))
+    results_file.save(record, str(results / "new_0_4" / "real_cpu.json"))
+    added = results_index.add(json.loads(json.dumps(index)), "new_0_4", str(results))
+    assert (results / "new_0_4" / "real_cpu.json.xz").exists() and not (results / "new_0_4" / "real_cpu.json").exists()
+    entry = added["results"]["new_0_4"]
+    assert entry["command"] == record["command"] and entry["commit"] == record["environment"]["commit"]
+    assert entry["machine"] == "AMD EPYC, 2 cores, AVX512"
+    results_file.save({**record, "command": "python benchmarks/real_cpu.py --out /tmp/new"}, str(results / "x.json"))
+    (results / "scratch").mkdir()
+    (results / "x.json").rename(results / "scratch" / "real_cpu.json")
+    with pytest.raises(SystemExit, match="machine paths"):
+        results_index.add(json.loads(json.dumps(index)), "scratch", str(results))
