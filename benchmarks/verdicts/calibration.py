@@ -96,7 +96,7 @@ def difference(
 
 
 def signed(d: np.ndarray, digits: int = 3) -> str:
-    """`one_line_verdict.short_cell` and the number of seeds; — for none."""
+    """`one_line.short_cell` and the number of seeds; — for none."""
     return f"{short_cell(d, digits)} ({d.size})" if d.size else "—"
 
 
