@@ -62,20 +62,23 @@ def recorded(path: str) -> dict:
     results = results_file.load(path)
     env = results.get("environment", {})
     merged = results.get("merged", [])
+    commit = env.get("commit")
     return dict(
         command=results.get("command"),
-        commit=env.get("commit"),
+        commit=commit and commit.removesuffix("+dirty"),
+        uncommitted_changes=bool(commit and commit.endswith("+dirty")),
         machine=machine(env) if env.get("recorded") is not False and "cpu" in env else None,
         merged=[m.get("path") or m.get("command") for m in ([merged] if isinstance(merged, dict) else merged)],
     )
 
 
-def commit_label(commit: str | None) -> str:
-    """A recorded commit in words: `ab12cd3`, or `uncommitted changes after ab12cd3` where the tree was dirty."""
-    if not commit:
+def commit_label(entry: dict) -> str:
+    """An entry's commit in words: `ab12cd3`, or `uncommitted changes after ab12cd3` where the run's tree held changes
+    beyond it (`uncommitted_changes`; the results file records `ab12cd3...+dirty`)."""
+    if not entry.get("commit"):
         return "not recorded"
-    clean = commit.removesuffix("+dirty")
-    return clean[:7] if clean == commit else f"uncommitted changes after {clean[:7]}"
+    short = entry["commit"][:7]
+    return f"uncommitted changes after {short}" if entry.get("uncommitted_changes") else short
 
 
 def entries_needed(results: str, files: list[str]) -> set[str]:
@@ -156,9 +159,7 @@ def render(index: dict) -> str:
         lines.append("- command: " + (_code(entry["command"]) if entry.get("command") else "not recorded"))
         for source in entry.get("merged", []):
             lines.append(f"  - with the runs of {_code(source)}")
-        lines.append(
-            f"- commit: {commit_label(entry.get('commit'))}; machine: {entry.get('machine') or 'not recorded'}"
-        )
+        lines.append(f"- commit: {commit_label(entry)}; machine: {entry.get('machine') or 'not recorded'}")
         if entry.get("committed_in"):
             lines.append(f"- committed as it stands: {entry['date']}, in {entry['committed_in']}")
         else:
@@ -199,6 +200,7 @@ def add(index: dict, entry: str, results: str = RESULTS) -> dict:
         "command": made["command"],
         **({"merged": made["merged"]} if made["merged"] else {}),
         "commit": made["commit"],
+        **({"uncommitted_changes": True} if made["uncommitted_changes"] else {}),
         "machine": made["machine"],
         "docs": [],
     }

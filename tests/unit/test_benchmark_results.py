@@ -118,14 +118,16 @@ def test_each_entry_holds_the_command_commit_and_machine_its_results_record(inde
             continue
         made = results_index.recorded(path)
         assert entry["command"] == made["command"] and entry["commit"] == made["commit"], key
+        assert entry.get("uncommitted_changes", False) == made["uncommitted_changes"], key
         assert entry["machine"] == made["machine"] and entry.get("merged", []) == made["merged"], key
 
 
-def test_a_recorded_dirty_commit_is_named_as_uncommitted_changes_after_it():
-    assert results_index.commit_label("e8f78e2c44dd2bc082a8d96b9c49adc057d92000+dirty") == (
-        "uncommitted changes after e8f78e2"
-    )
-    assert results_index.commit_label("f9d1c141501556647cf1231e52bf2fc54a15868b") == "f9d1c14"
+def test_a_recorded_dirty_commit_is_named_as_uncommitted_changes_after_it(index):
+    dirty = dict(commit="e8f78e2c44dd2bc082a8d96b9c49adc057d92000", uncommitted_changes=True)
+    assert results_index.commit_label(dirty) == "uncommitted changes after e8f78e2"
+    assert results_index.commit_label(dict(commit="f9d1c141501556647cf1231e52bf2fc54a15868b")) == "f9d1c14"
+    text = (RESULTS / "INDEX.json").read_text() + (RESULTS / "INDEX.md").read_text()
+    assert "+dirty" not in text, "the index names a clean commit and says where the tree held changes beyond it"
 
 
 def test_adding_a_directory_compacts_it_and_draws_its_entry_from_its_record(tmp_path, index):
@@ -136,7 +138,9 @@ def test_adding_a_directory_compacts_it_and_draws_its_entry_from_its_record(tmp_
     added = results_index.add(json.loads(json.dumps(index)), "new_0_4", str(results))
     assert (results / "new_0_4" / "real_cpu.json.xz").exists() and not (results / "new_0_4" / "real_cpu.json").exists()
     entry = added["results"]["new_0_4"]
-    assert entry["command"] == record["command"] and entry["commit"] == record["environment"]["commit"]
+    assert entry["command"] == record["command"] and entry["commit"] == record["environment"]["commit"].removesuffix(
+        "+dirty"
+    )
     assert entry["machine"] == "AMD EPYC, 2 cores, AVX512"
     results_file.save({**record, "command": "python benchmarks/real_cpu.py --out /tmp/new"}, str(results / "x.json"))
     (results / "scratch").mkdir()
