@@ -1,5 +1,5 @@
 r"""
-The allocation ceiling: what deciding how many rollouts each chosen prompt gets is worth, on top of choosing the
+An allocation oracle: what deciding how many rollouts each chosen prompt gets is worth, on top of choosing the
 prompts, when both know every prompt's true success rate `p`.
 
 The oracle chooses a step's `B` prompts as `oracle` does; the step keeps its `B x G` rollouts, and each chosen prompt
@@ -10,8 +10,8 @@ the budget goes to the move that adds most value per rollout: a chosen prompt's 
 \(u_n\) is concave in `n`, so a prompt's next doubling never adds more per rollout than its last, and the greedy fill
 is the best split (the tests check it against every split of small batches). A prompt near `p = 1/2` needs few
 rollouts (a pair is mixed half the time, four seven times in eight), one near `p = 0.1` many (16 are mixed 81 % of
-the time), one at 0 or 1 none. Keeping `G` for each chosen prompt is one of the splits, so the ceiling's value per
-step is never below the oracle's.
+the time), one at 0 or 1 none. Keeping `G` for each chosen prompt is one of the splits, so its value per step is
+never below the oracle's. It is not a ceiling: in the suite it kept that split on 69-95 % of steps.
 
 In the trainer a group of `n` is `n / UNIT` adjacent groups of `UNIT` (`num_generations=UNIT`, each chosen prompt
 repeated), and `AllocationTrainer` recomputes the advantages over each prompt's rows together (`pooled_advantages`).
