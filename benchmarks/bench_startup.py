@@ -195,7 +195,7 @@ def shapes(sizes: list[int], repeats: int) -> list[dict]:
                 cpu = {(shape, part): [] for shape in SHAPES for part in calls}
                 for _ in range(repeats):
                     for shape, part in cpu:
-                        cpu[shape, part].append(median_seconds(lambda: calls[part](datasets_[shape]), 1)[1])
+                        cpu[shape, part].append(median_seconds(lambda f=calls[part], d=datasets_[shape]: f(d), 1)[1])
                 for shape in SHAPES:
                     median = {part: statistics.median(cpu[shape, part]) for part in calls}
                     median["start-up"] = median["copies"] + median["metadata"]

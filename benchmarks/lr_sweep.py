@@ -133,7 +133,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default=",".join(map(str, TUNING_SEEDS)))
     parser.add_argument("--schedule", default=SCHEDULE, help="transformers' lr_scheduler_type (default %(default)s)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--out", help="default benchmarks/results/lr_sweep/<schedule> (Countdown: lr_sweep_countdown/)")
+    parser.add_argument(
+        "--out", help="default benchmarks/results/lr_sweep/<schedule> (Countdown: lr_sweep_countdown/)"
+    )
     parser.add_argument("--report_only", action="store_true", help="rewrite the table and plot from lr_sweep.json")
     args = parser.parse_args(argv)
     folder = "lr_sweep" if args.family == "sums" else f"lr_sweep_{args.family}"

@@ -366,7 +366,14 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     sections += ["", "## Per rollout, from runs of their own length", "", *rows]
     shortfalls += short
     rows, decision = allocation(runs["allocation"])
-    sections += ["", "## An allocation oracle (not a ceiling: it moved 1-7 % of rollouts)", "", *rows, "", f"Decision: {decision}."]
+    sections += [
+        "",
+        "## An allocation oracle (not a ceiling: it moved 1-7 % of rollouts)",
+        "",
+        *rows,
+        "",
+        f"Decision: {decision}.",
+    ]
     text = "\n".join(
         [
             "# The one line against dynamic sampling, seeds 0-9, at each regime's tuned learning rate",

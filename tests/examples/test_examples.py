@@ -226,4 +226,6 @@ def test_the_docs_suggest_the_same_baselines_everywhere():
         '`KGPSCallback(selector="uniform")` (TRL\'s order), `"mopps"`, `"greso"`, `"dps"`, `"gaussian"` or `"insight"`'
     )
     assert listed in " ".join((DOCS.parent / "README.md").read_text().split())
-    assert listed.replace("`KGPSCallback(", "`kgps = KGPSCallback(") in " ".join((DOCS / "own_data.md").read_text().split())
+    assert listed.replace("`KGPSCallback(", "`kgps = KGPSCallback(") in " ".join(
+        (DOCS / "own_data.md").read_text().split()
+    )

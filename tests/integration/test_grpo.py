@@ -269,7 +269,9 @@ class RowProbe(trl.GRPOTrainer):
 
 
 @pytest.mark.parametrize("key", ["prompt", "problem"])
-def test_copies_of_a_prompt_share_one_belief_never_one_batch_and_train_every_row(tmp_path, model, tokenizer, key, caplog):
+def test_copies_of_a_prompt_share_one_belief_never_one_batch_and_train_every_row(
+    tmp_path, model, tokenizer, key, caplog
+):
     """Six prompts, each on 3 or 4 shuffled rows, by their text or by an id column, with a reward that reads the id:
     the selector tracks the six; a batch holds six distinct prompts (B = 6), each prompt's rows in turn, so that every
     row trains; every copy's rewards reach its prompt's one belief, which equals the reference fed the rewards by

@@ -400,7 +400,13 @@ def test_a_run_over_copies_resumes_exactly(tmp_path, tokenizer, at):
     straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies(), reward=PromptStepReward())
     first = run(tmp_path / "split", tokenizer, 12, args, stop_at=at, dataset=copies(), reward=PromptStepReward())
     second = run(
-        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / f"checkpoint-{at}"), dataset=copies(), reward=PromptStepReward()
+        tmp_path / "split",
+        tokenizer,
+        12,
+        args,
+        resume=str(tmp_path / "split" / f"checkpoint-{at}"),
+        dataset=copies(),
+        reward=PromptStepReward(),
     )
     assert straight.selector.num_prompts == 5
     assert (first.batches + second.batches)[: len(straight.batches)] == straight.batches
@@ -412,10 +418,18 @@ def test_a_run_over_copies_resumes_exactly(tmp_path, tokenizer, at):
 def test_a_state_kept_by_row_resumes_by_row_on_a_dataset_with_copies(tmp_path, tokenizer, caplog):
     by_row = KGPSConfig(prompt_key=None)
     args = CONFIGS["lag1"][1]
-    straight = run(tmp_path / "straight", tokenizer, 12, args, dataset=copies(), reward=PromptStepReward(), config=by_row)
+    straight = run(
+        tmp_path / "straight", tokenizer, 12, args, dataset=copies(), reward=PromptStepReward(), config=by_row
+    )
     run(tmp_path / "split", tokenizer, 12, args, stop_at=4, dataset=copies(), reward=PromptStepReward(), config=by_row)
     resumed = run(
-        tmp_path / "split", tokenizer, 12, args, resume=str(tmp_path / "split" / "checkpoint-4"), dataset=copies(), reward=PromptStepReward()
+        tmp_path / "split",
+        tokenizer,
+        12,
+        args,
+        resume=str(tmp_path / "split" / "checkpoint-4"),
+        dataset=copies(),
+        reward=PromptStepReward(),
     )
     assert resumed.selector.num_prompts == straight.selector.num_prompts == 12
     assert resumed.batches == straight.batches[-len(resumed.batches) :]
@@ -432,7 +446,8 @@ def test_a_state_kept_by_prompt_is_refused_by_row_naming_prompt_key(tmp_path, to
         CONFIGS["lag1"][1],
         r"keeps one belief per distinct 'prompt' and this run one per row over the same 12 rows: resume with "
         r"KGPSConfig\(prompt_key='prompt'\)",
-        dataset=copies(), reward=PromptStepReward(),
+        dataset=copies(),
+        reward=PromptStepReward(),
         config=KGPSConfig(prompt_key=None),
     )
 

@@ -183,4 +183,3 @@ def test_the_digest_of_conversations_is_that_of_reading_them_in_python(
     monkeypatch.setattr(prompts_digest_module, "_ROWS_PER_WRITE", 64)  # several slices of the table
     digest = prompts_digest(dataset)
     assert digest == digest_in_python(dataset, monkeypatch)
-

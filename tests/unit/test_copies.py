@@ -219,7 +219,11 @@ def test_copies_weigh_by_rows_in_the_draw_when_asked():
     [
         (dict(copies_weight="rows", selection="top"), None, r"copies_weight must go with selection='sample'"),
         (dict(copies_weight="row"), None, r"copies_weight must be one of \('prompt', 'rows'\), got 'row'"),
-        (dict(copies_weight="rows"), np.array([1, 0, 2]), r"rows_per_prompt must hold one count >= 1 per prompt \(3\)"),
+        (
+            dict(copies_weight="rows"),
+            np.array([1, 0, 2]),
+            r"rows_per_prompt must hold one count >= 1 per prompt \(3\)",
+        ),
         (dict(copies_weight="rows"), np.array([1, 2]), r"rows_per_prompt must hold one count >= 1 per prompt"),
     ],
 )

@@ -59,7 +59,10 @@ def test_ci_installs_the_built_wheel_with_the_readmes_own_lines(tmp_path):
     assert "bash .ci/wheel" in ci
     wheel = tmp_path / "trl_kgps-1.2.3-py3-none-any.whl"
     lines = subprocess.run(
-        [sys.executable, str(ROOT / ".ci" / "readme_install.py"), str(wheel)], capture_output=True, text=True, check=True
+        [sys.executable, str(ROOT / ".ci" / "readme_install.py"), str(wheel)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     first_block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S).group(1).splitlines()
     assert lines == [line.replace(RELEASE, wheel.as_uri()) for line in first_block if "pip install" in line]

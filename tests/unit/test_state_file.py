@@ -113,8 +113,11 @@ def edit_meta(path, **entries):
 @pytest.mark.parametrize(
     "entries, said",
     [
-        ({"selector": "KGPSSelector"}, "its meta['selector'] is \"KGPSSelector\" (a JSON string), where trl-kgps "
-         "writes an object (the selector's state)"),
+        (
+            {"selector": "KGPSSelector"},
+            "its meta['selector'] is \"KGPSSelector\" (a JSON string), where trl-kgps "
+            "writes an object (the selector's state)",
+        ),
         ({"selector": [1, 2]}, "its meta['selector'] is [1, 2] (a JSON array), where trl-kgps writes an object"),
         ({"selector_class": None}, "its meta['selector_class'] is null (a JSON null), where trl-kgps writes a string"),
         ({"num_prompts": "4"}, "its meta['num_prompts'] is \"4\" (a JSON string), where trl-kgps writes an integer"),

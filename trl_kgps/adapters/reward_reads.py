@@ -138,7 +138,6 @@ class ColumnReaders:
                 reasons[column] = why
         return reasons
 
-
     def names_column(self, column: str) -> str | None:
         """
         Who reads `column` by its name, as a clause (``"the reward function accuracy_reward reads"``): the first
