@@ -68,3 +68,8 @@ def test_ci_installs_the_built_wheel_with_the_readmes_own_lines(tmp_path):
     assert lines == [line.replace(RELEASE, wheel.as_uri()) for line in first_block if "pip install" in line]
     assert lines[-1] == f'pip install "trl-kgps[demo] @ {wheel.as_uri()}"'
     assert first_block[-1] == "trl-kgps train", "the demo is the command after the install line"
+
+
+def test_ci_lints_with_the_ruff_the_dev_extra_pins():
+    pinned = re.search(r'"ruff==([\d.]+)"', PYPROJECT).group(1)
+    assert f'"ruff=={pinned}" && ruff check . && ruff format --check .' in (ROOT / ".ci" / "run").read_text()
