@@ -14,6 +14,7 @@ python benchmarks/real_cpu.py --quick --out /tmp/quick   # uniform, kgps, oracle
 python benchmarks/real_cpu.py --check          # 20 s: does this environment reproduce the reference run?
 python benchmarks/real_cpu.py --regimes base --methods uniform,kgps_paper,uniform_ds --seeds 0 --out /tmp/one
 python benchmarks/real_cpu.py --report_only    # the table and plot again, from real_cpu.json
+python benchmarks/real_cpu.py --combine a/real_cpu.json b/real_cpu.json --out both   # a sweep run a seed at a time
 python benchmarks/real_cpu.py --make_warm_start 1   # retrain warm start 1 (this CPU's bytes, not the committed ones)
 python benchmarks/real_cpu.py --family countdown --methods uniform,one_line,oracle --seeds 0 --out /tmp/countdown
 python benchmarks/real_cpu.py --family countdown --make_warm_start 0   # Countdown's warm start (~1.5 min on a core)
@@ -84,6 +85,13 @@ def parse(argv=None) -> argparse.Namespace:
         "measured once, paired with new ones",
     )
     parser.add_argument(
+        "--combine",
+        metavar="JSON",
+        nargs="+",
+        help="write into --out the runs of these results files, one sweep run in pieces (the same regimes, methods, "
+        "commit and machine, other seeds: one invocation a seed, so that a stopped sweep keeps what finished), and exit",
+    )
+    parser.add_argument(
         "--check",
         nargs="?",
         const="reference",
@@ -120,6 +128,9 @@ def main(argv=None) -> int:
     if args.make_warm_start is not None:
         torch.set_num_threads(args.threads)
         print(setting.make_warm_start(args.make_warm_start, family=args.family))
+        return 0
+    if args.combine:
+        print(report.write(combine([results_file.load(path) for path in args.combine], args.out), args.out))
         return 0
     if args.report_only:
         print(report.write(results_file.load(os.path.join(args.out, "real_cpu.json")), args.out, save=False))
@@ -171,6 +182,43 @@ def _scaled(regime: setting.Regime, scale: float) -> setting.Regime:
 def _rate(entry: dict) -> tuple:
     """A results file's regime entry's peak learning rate and schedule (files before schedules were named: linear)."""
     return entry["regime"]["learning_rate"], entry["regime"].get("lr_scheduler_type", "linear")
+
+
+def combine(pieces: list[dict], out: str) -> dict:
+    """
+    One results file from `pieces`, the results of one sweep run a few seeds at a time: each regime's runs of every
+    piece, under the command that would have run them at once (its `--seeds` all of theirs, its `--out` `out`).
+    Refused where pieces differ in anything but their seeds: the command's other flags, the commit, the machine, a
+    regime's data or learning rate.
+    """
+    first, seeds = pieces[0], []
+    flags = shlex.split(first["command"])
+    for piece in pieces:
+        command = shlex.split(piece["command"])
+        seeds += command[command.index("--seeds") + 1].split(",")
+        for kept in (flags, command):
+            for flag in ("--seeds", "--out"):
+                if flag in kept:
+                    kept[kept.index(flag) + 1] = "*"
+        if command != flags or piece["environment"] != first["environment"]:
+            raise SystemExit(f"--combine: {piece['command']!r} is not a piece of {first['command']!r}.")
+    if len(set(seeds)) < len(seeds):
+        raise SystemExit(f"--combine: seeds {seeds} ran in more than one piece.")
+    flags[flags.index("--seeds") + 1] = ",".join(sorted(seeds, key=int))
+    if "--out" in flags:
+        flags[flags.index("--out") + 1] = out
+    results = dict(
+        environment=first["environment"], command=shlex.join(flags), held_back=first["held_back"], regimes={},
+        wall_s=sum(piece["wall_s"] for piece in pieces), pieces=len(pieces),
+    )  # fmt: skip
+    for piece in pieces:
+        for name, entry in piece["regimes"].items():
+            regime = results["regimes"].setdefault(name, {**entry, "runs": {}})
+            if (entry["fingerprint"], _rate(entry)) != (regime["fingerprint"], _rate(regime)):
+                raise SystemExit(f"--combine: regime {name!r} ran on other data or at another rate in a piece.")
+            for method, runs in entry["runs"].items():
+                regime["runs"].setdefault(method, {}).update(runs)
+    return results
 
 
 def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
