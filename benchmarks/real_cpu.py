@@ -43,6 +43,7 @@ from realcpu.environment import environment  # noqa: E402
 
 
 QUICK = dict(methods="uniform,kgps,oracle", seeds="0,1")
+OUT = "benchmarks/results"
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -75,7 +76,9 @@ def parse(argv=None) -> argparse.Namespace:
         help="torch threads per process (default %(default)s: as fast as 2 for this model, and the results do not "
         "depend on it)",
     )  # fmt: skip
-    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument(
+        "--out", help=f"the directory written (default {OUT}; --combine needs one named, without a results file)"
+    )
     parser.add_argument(
         "--merge",
         metavar="JSON",
@@ -111,6 +114,11 @@ def parse(argv=None) -> argparse.Namespace:
         help="train the warm start of SEED, write it beside the code, exit",
     )
     args = parser.parse_args(argv)
+    if args.combine and args.out is None:
+        raise SystemExit(
+            f"--combine writes a new results file: name its directory with --out (not the committed suite's {OUT})."
+        )
+    args.out = args.out or OUT
     if args.quick:
         args.methods, args.seeds = QUICK["methods"], QUICK["seeds"]
     if args.regimes is None:
@@ -130,6 +138,12 @@ def main(argv=None) -> int:
         print(setting.make_warm_start(args.make_warm_start, family=args.family))
         return 0
     if args.combine:
+        written = results_file.resolve(os.path.join(args.out, "real_cpu.json"))
+        if os.path.exists(written):
+            raise SystemExit(
+                f"--combine: --out {args.out} already holds the results file {written}, which it would replace: "
+                "name a new directory with --out (or move that file away first)."
+            )
         print(report.write(combine([results_file.load(path) for path in args.combine], args.out), args.out))
         return 0
     if args.report_only:
@@ -187,30 +201,44 @@ def _rate(entry: dict) -> tuple:
 def combine(pieces: list[dict], out: str) -> dict:
     """
     One results file from `pieces`, the results of one sweep run a few seeds at a time: each regime's runs of every
-    piece, under the command that would have run them at once (its `--seeds` all of theirs, its `--out` `out`).
-    Refused where pieces differ in anything but their seeds: the command's other flags, the commit, the machine, a
-    regime's data or learning rate.
+    piece, under the command that would have run them at once (its `--seeds` all of theirs, a piece without
+    `--seeds` having run the parser's default ones, its `--out` `out`), with every file a piece merged in (once).
+    Refused where pieces differ in anything but their seeds (naming what differs): the command's other flags, the
+    environment (the commit, the machine), a regime's data or learning rate.
     """
-    first, seeds = pieces[0], []
-    flags = shlex.split(first["command"])
+    first, seeds, merged = pieces[0], [], []
+    kept = _piece_flags(first["command"])
     for piece in pieces:
-        command = shlex.split(piece["command"])
-        seeds += command[command.index("--seeds") + 1].split(",")
-        for kept in (flags, command):
-            for flag in ("--seeds", "--out"):
-                if flag in kept:
-                    kept[kept.index(flag) + 1] = "*"
-        if command != flags or piece["environment"] != first["environment"]:
-            raise SystemExit(f"--combine: {piece['command']!r} is not a piece of {first['command']!r}.")
+        flags = _piece_flags(piece["command"])
+        seeds += flags["seeds"].split(",")
+        differ = [
+            f"--{flag} {flags[flag]!r} against {kept[flag]!r}"
+            for flag in kept
+            if flag != "seeds" and flags[flag] != kept[flag]
+        ]
+        environment = piece["environment"]
+        differ += [
+            f"environment {key} {environment.get(key)!r} against {first['environment'].get(key)!r}"
+            for key in sorted(set(environment) | set(first["environment"]))
+            if environment.get(key) != first["environment"].get(key)
+        ]
+        if differ:
+            raise SystemExit(
+                f"--combine: {piece['command']!r} is not a piece of the sweep of {first['command']!r}: "
+                f"{'; '.join(differ)}."
+            )
+        merged += [record for record in report.merged_runs(piece) if record not in merged]
     if len(set(seeds)) < len(seeds):
         raise SystemExit(f"--combine: seeds {seeds} ran in more than one piece.")
-    flags[flags.index("--seeds") + 1] = ",".join(sorted(seeds, key=int))
-    if "--out" in flags:
-        flags[flags.index("--out") + 1] = out
+    command = shlex.split(first["command"])
+    _set_flag(command, "--seeds", ",".join(sorted(seeds, key=int)))
+    _set_flag(command, "--out", out)
     results = dict(
-        environment=first["environment"], command=shlex.join(flags), held_back=first["held_back"], regimes={},
+        environment=first["environment"], command=shlex.join(command), held_back=first["held_back"], regimes={},
         wall_s=sum(piece["wall_s"] for piece in pieces), pieces=len(pieces),
     )  # fmt: skip
+    if merged:
+        results["merged"] = merged
     for piece in pieces:
         for name, entry in piece["regimes"].items():
             regime = results["regimes"].setdefault(name, {**entry, "runs": {}})
@@ -219,6 +247,27 @@ def combine(pieces: list[dict], out: str) -> dict:
             for method, runs in entry["runs"].items():
                 regime["runs"].setdefault(method, {}).update(runs)
     return results
+
+
+def _piece_flags(command: str) -> dict:
+    """The flags of a results file's `command` as the parser reads them (its defaults where not given), but `--out`."""
+    try:
+        args = vars(parse(shlex.split(command)[2:]))
+    except SystemExit:
+        raise SystemExit(f"--combine: this real_cpu.py cannot read the command {command!r}.") from None
+    return {flag: value for flag, value in args.items() if flag not in ("out", "combine")}
+
+
+def _set_flag(command: list[str], flag: str, value: str) -> None:
+    """Sets `flag` of the argument list `command` to `value` (`--flag value` or `--flag=value`), or appends it."""
+    for i, word in enumerate(command):
+        if word == flag:
+            command[i + 1] = value
+            return
+        if word.startswith(flag + "="):
+            command[i] = f"{flag}={value}"
+            return
+    command += [flag, value]
 
 
 def _merge(results: dict, paths: list[str], seeds: list[int]) -> None:
