@@ -181,14 +181,16 @@ def write_index(index: dict, path: str = INDEX) -> None:
 
 
 def add(index: dict, entry: str, results: str = RESULTS) -> dict:
-    """Compacts the new directory `entry`'s results files and adds its entry, drawn from what they record."""
+    """
+    Adds the new directory `entry`'s entry, drawn from what its results files record, and compacts them; refused,
+    with the directory left as it was, where it records no command or a command with machine paths.
+    """
     if entry in index["results"]:
         raise SystemExit(f"INDEX.json already has {entry!r}: edit that entry instead.")
     folder = os.path.join(results, entry)
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name)
-        if name.endswith(".json") and os.path.getsize(path) > results_file.COMPACT_ABOVE:
-            results_file.compact(path)
+    if not os.path.isdir(folder):
+        raise SystemExit(f"{folder} is not a directory: `add` takes a new directory of results.")
+    # Every check before any file changes: a refused directory is left as it was.
     path = record_of(results, entry)
     if path is None:
         raise SystemExit(f"{folder} holds none of {RECORDS}: write its entry in INDEX.json by hand.")
@@ -196,6 +198,10 @@ def add(index: dict, entry: str, results: str = RESULTS) -> dict:
     found = machine_paths(made["command"] or "")
     if found:
         raise SystemExit(f"{path} records the machine paths {found} in its command: record the repository's path.")
+    for name in sorted(os.listdir(folder)):
+        file = os.path.join(folder, name)
+        if name.endswith(".json") and os.path.getsize(file) > results_file.COMPACT_ABOVE:
+            results_file.compact(file)
     index["results"][entry] = {
         "command": made["command"],
         **({"merged": made["merged"]} if made["merged"] else {}),

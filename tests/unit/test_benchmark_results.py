@@ -145,5 +145,13 @@ def test_adding_a_directory_compacts_it_and_draws_its_entry_from_its_record(tmp_
     results_file.save({**record, "command": "python benchmarks/real_cpu.py --out /tmp/new"}, str(results / "x.json"))
     (results / "scratch").mkdir()
     (results / "x.json").rename(results / "scratch" / "real_cpu.json")
+    (results / "scratch" / "big.json").write_text(json.dumps(record))
     with pytest.raises(SystemExit, match="machine paths"):
         results_index.add(json.loads(json.dumps(index)), "scratch", str(results))
+    # Refused before any file changed: nothing compacted.
+    assert sorted(p.name for p in (results / "scratch").iterdir()) == ["big.json", "real_cpu.json"]
+    (results / "unrecorded").mkdir()
+    (results / "unrecorded" / "big.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="holds none of"):
+        results_index.add(json.loads(json.dumps(index)), "unrecorded", str(results))
+    assert [p.name for p in (results / "unrecorded").iterdir()] == ["big.json"]
