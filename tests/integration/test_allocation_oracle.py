@@ -1,6 +1,7 @@
 """
-The allocation ceiling in the real `GRPOTrainer` (`benchmarks/realcpu/allocation.py`): each prompt's rollouts are one
-group of its size, trained with one baseline, and a step keeps the regime's `B x G` rollouts.
+The allocation oracle (the method `oracle_sizes`, `benchmarks/realcpu/allocation.py`: what sizing each prompt's
+rollouts is worth when every `p` is known, not a ceiling on it) in the real `GRPOTrainer`: each prompt's rollouts are
+one group of its size, trained with one baseline, and a step keeps the regime's `B x G` rollouts.
 """
 
 import dataclasses
