@@ -4,7 +4,11 @@ from dataclasses import dataclass, field
 
 from trl import ScriptArguments
 
-from .selectors import SELECTORS
+from .selectors.registry import SelectorChoices
+
+
+# What `--selector` takes, read when the command line is parsed.
+SELECTOR_CHOICES = SelectorChoices()
 
 
 @dataclass
@@ -17,7 +21,9 @@ class SelectorArguments:
             Which prompts each generation batch trains on: `"kgps"` (Kalman-Guided Prompt Selection), or one of the
             paper's baselines, run through the same sampler, metrics and checkpoints: `"uniform"` (TRL's order),
             `"mopps"` (Beta posteriors, Thompson sampling), `"greso"` (skips prompts whose recent groups were all
-            right or all wrong) or `"dps"` (a hidden Markov model of each prompt's solving state).
+            right or all wrong) or `"dps"` (a hidden Markov model of each prompt's solving state); the others
+            trl-kgps ships (`selectors.registry.BUILT_IN`), or a selector the script registered with
+            `trl_kgps.register_selector` before parsing. The choices are the same whatever else was imported.
     """
 
     selector: str = field(
@@ -26,14 +32,18 @@ class SelectorArguments:
             "help": "Which prompts each generation batch trains on: 'kgps' (Kalman-Guided Prompt Selection), or one "
             "of the paper's baselines through the same sampler, metrics and checkpoints: 'uniform' (TRL's order), "
             "'mopps' (Beta posteriors, Thompson sampling), 'greso' (skips prompts whose recent groups were all "
-            "right or all wrong) or 'dps' (a hidden Markov model of each prompt's solving state).",
-            "choices": list(SELECTORS),
+            "right or all wrong) or 'dps' (a hidden Markov model of each prompt's solving state); the others "
+            "trl-kgps ships, or one the script registered with trl_kgps.register_selector before parsing.",
+            "choices": SELECTOR_CHOICES,
         },
     )
 
     def __post_init__(self):
-        if self.selector not in SELECTORS:
-            raise ValueError(f"selector={self.selector!r} is not a prompt selector; choose one of {list(SELECTORS)}.")
+        if self.selector not in SELECTOR_CHOICES:
+            raise ValueError(
+                f"selector={self.selector!r} is not a prompt selector; choose one of {list(SELECTOR_CHOICES)}, or "
+                "register yours with trl_kgps.register_selector first."
+            )
 
 
 @dataclass

@@ -7,9 +7,9 @@ The policy is a logit \\(\psi_i\\) per prompt. A step `t` (of `T`) selects `B` p
 
     psi_i <- psi_i + eta_t * (shared_drift + shared_noise * z + prompt_noise * z_i + trained_drift * 4 v_i)
 
-with \\(z, z_i \sim \mathcal{N}(0, 1)\\) drawn each step (\\(z\\) once for all prompts) and \\(v_i = (s_i / k)(1 - s_i / k)\\)
-the reward variance of a trained prompt's group (0 for prompts not trained on): as in GRPO, a group whose
-rollouts all agree has no advantage and teaches nothing. The parameter-update norm the
+with \\(z, z_i \sim \mathcal{N}(0, 1)\\) drawn each step (\\(z\\) once for all prompts) and
+\\(v_i = (s_i / k)(1 - s_i / k)\\) the reward variance of a trained prompt's group (0 for prompts not trained on): as
+in GRPO, a group whose rollouts all agree has no advantage and teaches nothing. The parameter-update norm the
 selectors see is \\(\lVert \Delta\theta \rVert = \texttt{norm\_scale} \cdot \eta_t\\). Initial logits are
 \\(\mathcal{N}(\texttt{initial\_mean}, \texttt{initial\_spread}^2)\\). The first `num_prompts // B` steps are a
 uniform warmup epoch for every method but the oracles and KGPS configured without one (the default), which select
@@ -21,8 +21,8 @@ probabilities proportional to that of a mixed group, \\(1 - p^k - (1 - p)^k\\) (
 likely); neither needs a warmup.
 
 **Levels** (the `cpu` scenario: the shape of the real CPU testbed's `base` regime, its learning knobs fitted by
-`benchmarks/calibrate_simulator.py` to the testbed's results committed at d5e049e; it ranks the oracle below uniform, so it shows
-locking and forgetting but does not judge selectors). With
+`benchmarks/calibrate_simulator.py` to the testbed's results committed at d5e049e; it ranks the oracle below
+uniform, so it shows locking and forgetting but does not judge selectors). With
 `level_means` set, the prompts are split evenly into levels whose logits start at
 \\(\mathcal{N}(\texttt{level\_means}_l, \texttt{initial\_spread}^2)\\). What a batch teaches transfers to every
 prompt of its level, saturating at a `ceiling` logit; training the other levels makes a level forget a little; and
@@ -51,7 +51,8 @@ import numpy as np
 
 from ..engine.engine import SelectionEngine
 from ..engine.ledger import BatchLedger
-from ..selectors import SELECTORS, build_selector
+from ..selectors import build_selector
+from ..selectors.registry import BUILT_IN
 from .variants import VARIANTS, variant_config
 
 
@@ -122,7 +123,8 @@ SCENARIOS = {
     "cpu": CPU,
 }
 
-METHODS = (*VARIANTS, *(name for name in SELECTORS if name != "kgps"), "ds", "oracle", "oracle_greedy")
+# The built-in selectors, never one registered on import (`registry.REGISTERED_ON_IMPORT`): the same whatever imported.
+METHODS = (*VARIANTS, *(name for name in BUILT_IN if name != "kgps"), "ds", "oracle", "oracle_greedy")
 # A KGPS variant named with this suffix (`kgps:level`) shares across prompts by their level, in scenarios with levels.
 LEVEL = ":level"
 

@@ -3,6 +3,8 @@ The one registry of selectors, by the name a user passes, and how each is built.
 user's selector, and the benchmarks' experimental ones, register themselves with `register_selector`.
 """
 
+from collections.abc import Sequence
+
 from ..config import KGPSConfig
 from ..engine.protocol import PromptSelector
 from .arcus import ArcusSelector
@@ -25,8 +27,10 @@ SELECTORS: dict[str, type] = {
     "insight": InSightSelector,
     "offline_filter": OfflineFilterSelector,
 }
+# The selectors trl-kgps ships and supports, by name: what every command line offers, whatever it imported.
+BUILT_IN = tuple(SELECTORS)
 # Selectors shipped in trl-kgps that the library never imports (not a supported API): each registers itself when its
-# module is imported, which a state that names one needs first.
+# module is imported, which a state that names one needs first. No command line offers them.
 REGISTERED_ON_IMPORT = {"ExperimentalSelector": "trl_kgps.selectors.experimental"}
 
 
@@ -128,6 +132,27 @@ def register_selector(name: str, cls: type) -> None:
 _PROTOCOL = (
     "select", "initialize", "update", "predict", "predicted_success", "state_dict", "load_state_dict",
 )  # fmt: skip
+
+
+class SelectorChoices(Sequence):
+    """
+    The names a command line's `--selector` takes (`script_args.SelectorArguments`), read each time one is parsed: the
+    built-in selectors (`BUILT_IN`) and those the user's script registered (`register_selector`) before parsing, never
+    one that a module trl-kgps ships unsupported registers when imported (`REGISTERED_ON_IMPORT`): a command offers the
+    same choices whatever it imported.
+    """
+
+    def _names(self) -> list[str]:
+        return [name for name, cls in SELECTORS.items() if REGISTERED_ON_IMPORT.get(cls.__name__) != cls.__module__]
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
 
 
 def class_named(class_name: str) -> type:
