@@ -1,6 +1,6 @@
 """
 Where a run's rollouts went, as a figure: `plot_rollouts` over a difficulty table. matplotlib is imported only when a
-figure is drawn, and is optional (`pip install 'trl-kgps[plots]'`).
+figure is drawn, and is optional (`pip install matplotlib`, what the `plots` extra adds).
 """
 
 import logging
@@ -24,7 +24,7 @@ def pyplot(headless: bool = True):
             matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        logger.warning("matplotlib is not installed: no figures (pip install 'trl-kgps[plots]').")
+        logger.warning("matplotlib is not installed: no figures (pip install matplotlib).")
         return None
     return plt
 
