@@ -1,5 +1,8 @@
 """trl-kgps: Kalman-Guided Prompt Selection for RL fine-tuning with Hugging Face TRL."""
 
+# Before the imports: every state the library saves records the release that wrote it (`engine.state_file`).
+__version__ = "0.3.0"
+
 from typing import TYPE_CHECKING
 
 from .config import KGPSConfig
@@ -14,8 +17,6 @@ if TYPE_CHECKING:
     from .plots import plot_rollouts
     from .sampler import KGPSRepeatSampler
     from .script_args import KGPSScriptArguments
-
-__version__ = "0.3.0"
 
 __all__ = [
     "KGPSCallback",

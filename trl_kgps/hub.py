@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .adapters.report import difficulty_dataset
+from .engine import older_states
 from .engine import state_file as _state_file
 from .engine.protocol import PromptSelector
 from .selectors import SELECTORS, class_named
@@ -108,19 +109,19 @@ def _restore(
     """The selector a state file's `arrays` and `meta` describe, built and loaded; or a `ValueError` naming the fix."""
     location = os.fspath(path_or_repo_id)
     if expected is None:
-        name = meta.get("selector_class")
+        name = older_states.selector_class(meta)
         try:
             expected = class_named(name)
         except KeyError:
             module = unregistered_module(name)
             if module is not None:
                 raise ValueError(
-                    f"The KGPS state of {location!r} holds a {name!r}, a selector that registers when its module is "
-                    f"imported: `import {module}` first."
+                    f"The KGPS state of {location!r} holds {_state_file.held(meta)}, a selector that registers when "
+                    f"its module is imported: `import {module}` first."
                 ) from None
             raise ValueError(
-                f"The KGPS state of {location!r} holds a {name!r}, which is not one of trl-kgps's selectors "
-                f"{sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself and pass it "
-                "the state with `load_state_dict`."
+                f"The KGPS state of {location!r} holds {_state_file.held(meta)}, which is not one of trl-kgps's "
+                f"selectors {sorted(known.__name__ for known in SELECTORS.values())}: build that selector yourself "
+                "and pass it the state with `load_state_dict`."
             ) from None
     return expected.from_state_file(location, arrays, meta)

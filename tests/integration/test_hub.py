@@ -163,7 +163,7 @@ def test_state_of_another_selector_class_names_the_class_to_load_it_with(saved):
     name = type(kgps.selector).__name__
     other = MoPPSSelector if name == "KGPSSelector" else KGPSSelector
     with pytest.raises(
-        ValueError, match=rf"holds a {name}, not a {other.__name__}\. Load it with `{name}\.from_pretrained"
+        ValueError, match=rf"holds an? {name}, not an? {other.__name__}\. Load it with `{name}\.from_pretrained"
     ):
         other.from_pretrained(final)
 

@@ -160,11 +160,30 @@ def test_a_checkpoint_written_by_trl_kgps_0_2_resumes_exactly_with_its_per_promp
 
 def as_written_by_a_development_build(path: Path, version: int) -> None:
     """Rewrites the KGPS state at `path` under `version`, the number a development build of trl-kgps 0.3 gave the
-    layout that 0.3.0 writes as version 3."""
+    layout that 0.3.0 writes as version 3, without the release that 0.3.0 records and they did not."""
     from trl_kgps.engine import state_file
 
     arrays, meta = state_file.load(str(path))
-    state_file.save(str(path), arrays, {**meta, "selector": {**meta["selector"], "version": version}})
+    selector = {key: value for key, value in meta["selector"].items() if key != "trl_kgps"}
+    meta = {key: value for key, value in meta.items() if key != "trl_kgps"}
+    state_file.save(str(path), arrays, {**meta, "selector": {**selector, "version": version}})
+
+
+def test_a_checkpoint_of_trl_kgps_0_2_saved_with_a_variant_resumes_as_an_experimental_selector(tmp_path, tokenizer):
+    from trl_kgps.engine import state_file
+    from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
+
+    # 0.2's run with `objective="mixed"` and `candidate_pass`, public KGPSConfig fields then: its state names a
+    # KGPSSelector, as 0.2 wrote it (the variant's own continuation is checked in tests/unit/test_state.py).
+    shutil.copytree(RUN_0_2 / "checkpoint-4", tmp_path / "checkpoint-4")
+    path = str(tmp_path / "checkpoint-4" / "kgps_state.npz")
+    arrays, meta = state_file.load(path)
+    config = {**meta["selector"]["config"], "objective": "mixed", "candidate_pass": True}
+    state_file.save(path, arrays, {**meta, "selector": {**meta["selector"], "config": config}})
+    variant = ExperimentalConfig.per_prompt(objective="mixed", candidate_pass=True)
+    resumed = run(tmp_path, tokenizer, 6, CONFIGS["lag1"][1], resume=str(tmp_path / "checkpoint-4"), config=variant)
+    assert type(resumed.selector) is ExperimentalSelector and resumed.trainer.state.global_step == 8
+    assert resumed.effective_config.objective == "mixed" and resumed.effective_config.candidate_pass
 
 
 def test_a_checkpoint_of_a_development_build_is_refused_naming_its_version_and_the_fix_that_works(tmp_path, tokenizer):

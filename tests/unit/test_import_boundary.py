@@ -7,6 +7,7 @@ experimental selectors, each checked in a fresh interpreter; the experimental se
 import copy
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,6 +55,16 @@ def test_plot_rollouts_is_the_librarys_and_imports_matplotlib_only_when_it_draws
     assert "trl_kgps.plots" in modules and "matplotlib" not in modules
 
 
+def test_without_matplotlib_the_figures_name_the_package_to_install_not_an_extra_pypi_does_not_hold(
+    monkeypatch, caplog
+):
+    from trl_kgps.plots import pyplot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    assert pyplot() is None
+    assert "no figures (pip install matplotlib)" in caplog.text and "trl-kgps[" not in caplog.text
+
+
 def test_the_experimental_selector_registers_itself_and_is_built_for_its_config():
     assert SELECTORS["kgps_experimental"] is ExperimentalSelector
     assert type(build_selector("kgps", 10, ExperimentalConfig(candidate_pass=True, candidates=2.0))) is (
@@ -80,7 +91,7 @@ def test_a_saved_experimental_selector_loads_once_its_module_is_imported_and_nam
     )
     refused = _run(load)
     assert refused.returncode != 0
-    assert "holds a 'ExperimentalSelector'" in refused.stderr
+    assert "holds an ExperimentalSelector, a selector that registers" in refused.stderr
     assert "`import trl_kgps.selectors.experimental` first" in refused.stderr
     loaded = _run("import trl_kgps.selectors.experimental\n" + load)
     assert loaded.returncode == 0, loaded.stderr
@@ -98,5 +109,65 @@ def test_a_checkpoint_of_the_experimental_selector_names_the_import_to_resume_it
     )
     refused = _run(resume)
     assert refused.returncode != 0
-    assert "it holds a ExperimentalSelector, a selector that registers when its module is imported: " in refused.stderr
+    assert (
+        "it holds an ExperimentalSelector, a selector that registers when its module is imported: " in refused.stderr
+    )
     assert "`import trl_kgps.selectors.experimental` first" in refused.stderr
+
+
+# A checkpoint trl-kgps 0.2 saved as a KGPSSelector's with one of its variants of KGPS (tests/data/README.md).
+VARIANT_0_2 = str(Path(__file__).parents[1] / "data" / "trl_kgps_0.2_variants" / "mixed_pass")
+
+
+def test_a_0_2_state_saved_with_a_variant_names_the_import_then_resumes_as_an_experimental_selector():
+    resume = (
+        "import types\n"
+        "from trl_kgps import KGPSConfig, KGPSSelector\n"
+        "from trl_kgps.adapters import checkpoint\n"
+        f"checkpoint.resume({VARIANT_0_2!r}, KGPSConfig.per_prompt(candidates=4.0), KGPSSelector(40), "
+        "types.SimpleNamespace(batch_size=4), lambda: None)\n"
+    )
+    saved = "(trl-kgps 0.2 saved it as a KGPSSelector with candidate_pass=True, objective='mixed', fields of "
+    for code in (resume, f"import trl_kgps\ntrl_kgps.load_selector({VARIANT_0_2!r})"):
+        refused = _run(code)
+        assert refused.returncode != 0
+        assert f"holds an ExperimentalSelector {saved}" in refused.stderr, refused.stderr
+        assert "`import trl_kgps.selectors.experimental` first" in refused.stderr
+    # Once imported, the callback builds an ExperimentalSelector for the ExperimentalConfig it was saved with.
+    resumed = _run(
+        "from trl_kgps.adapters import checkpoint\n"
+        "from trl_kgps.sampler import KGPSRepeatSampler\n"
+        "from trl_kgps.selectors import build_selector\n"
+        "from trl_kgps.selectors.experimental import ExperimentalConfig\n"
+        "config = ExperimentalConfig.per_prompt(objective='mixed', candidate_pass=True, candidates=4.0)\n"
+        "selector = build_selector('kgps', 40, config)\n"
+        "sampler = KGPSRepeatSampler(range(40), mini_repeat_count=8, batch_size=4, selector=selector, warmup_epochs=0)\n"
+        f"checkpoint.resume({VARIANT_0_2!r}, config, selector, sampler, prompts=lambda: None)\n"
+        "print(type(selector).__name__)\n"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.split() == ["ExperimentalSelector"]
+
+
+def test_the_command_lines_offer_the_built_in_selectors_whatever_was_imported_and_the_user_s_own():
+    offered = (
+        "import sys\n"
+        "import trl_kgps.demo.simulator as simulator\n"  # imports the lab, which registers kgps_experimental
+        "from trl_kgps import register_selector\n"
+        "from trl_kgps.script_args import SELECTOR_CHOICES, KGPSScriptArguments\n"
+        "from trl_kgps.selectors import SELECTORS\n"
+        "from trl_kgps.selectors.baselines import UniformSelector\n"
+        "assert 'kgps_experimental' in SELECTORS\n"
+        "print(list(SELECTOR_CHOICES))\n"
+        "print(sorted(set(simulator.METHODS) & set(SELECTORS)))\n"
+        "class Mine(UniformSelector): ...\n"
+        "register_selector('mine', Mine)\n"  # after the arguments' class was defined
+        "from trl import TrlParser\n"
+        "print(TrlParser((KGPSScriptArguments,)).parse_args_into_dataclasses(['--selector', 'mine'])[0].selector)\n"
+        "TrlParser((KGPSScriptArguments,)).parse_args_into_dataclasses(['--selector', 'kgps_experimental'])\n"
+    )
+    result = _run(offered)
+    built_in = ["kgps", "uniform", "mopps", "greso", "dps", "arcus", "gaussian", "insight", "offline_filter"]
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [str(built_in), str(sorted(built_in)), "mine"], result.stderr
+    assert "argument --selector: invalid choice: 'kgps_experimental'" in result.stderr

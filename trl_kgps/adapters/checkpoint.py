@@ -1,6 +1,7 @@
 """
 The KGPS state inside the trainer's checkpoints: written beside every model the trainer saves, and restored, whole or
-not at all, when a run resumes. `engine.state_file` owns the file's format; this module owns what a run may resume from.
+not at all, when a run resumes. `engine.state_file` owns the file's format; this module owns what a run may resume
+from.
 """
 
 import copy
@@ -178,12 +179,12 @@ def resume(
 def _check_registered(meta: dict[str, Any], selector: PromptSelector) -> None:
     """Raises if the state holds another selector than `selector`, one that registers when its module is imported and
     is not yet, naming the import."""
-    saved = meta.get("selector_class")
+    saved = older_states.selector_class(meta)
     module = unregistered_module(saved) if saved != type(selector).__name__ else None
     if module is not None:
         raise ValueError(
-            f"it holds a {saved}, a selector that registers when its module is imported: `import {module}` first, "
-            "then resume with the config it was saved with"
+            f"it holds {state_file.held(meta)}, a selector that registers when its module is imported: "
+            f"`import {module}` first, then resume with the config it was saved with"
         )
 
 
@@ -193,7 +194,7 @@ def _check_release(path: str, meta: dict[str, Any], selector: PromptSelector) ->
     saved = meta.get("selector", {})
     refusal = older_states.written_by_a_development_build(saved) if isinstance(selector, KGPSSelector) else None
     if refusal is not None:
-        raise state_file.UnreadableState(f"{path}: {refusal}.")
+        raise state_file.UnreadableState(f"{path}: {refusal}. {older_states.DEVELOPMENT_RESUME_FIX}.")
 
 
 def _does_not_fit(path: str, error: Exception) -> ValueError:
@@ -254,7 +255,8 @@ def _check_same_method(path: str, state: dict[str, Any], selector: PromptSelecto
         if hint is None:
             passed = _read_as(config, type(selector.config))
             settings = _hint(passed, saved, current)
-            kind = type(passed).__name__ if settings.keys() - KGPSConfig.__dataclass_fields__.keys() else "KGPSConfig"
+            # The config class the resuming selector reads: a variant of KGPS is built for a config of that class.
+            kind = type(selector.config).__name__
             settings = f"{kind}({', '.join(f'{name}={value!r}' for name, value in settings.items())})"
             hint = f"pass KGPSCallback({settings}), the config it was saved with"
         raise ValueError(f"{path} was saved with {changes}, and resuming with another method would mix two: {hint}.")

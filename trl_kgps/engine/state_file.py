@@ -9,7 +9,8 @@ are, its counters `batches_chosen` and `batches_scored` in `meta`), where rows r
 key column, where rows repeat prompts), `prompts` (the digest of the train dataset's rows,
 `prompts_digest`; absent before trl-kgps 0.3),
 `trainer` (the trainer's `global_step` when it saved, and the arguments that map its steps to generation batches;
-absent before trl-kgps 0.3), `format` (`FORMAT_VERSION`).
+absent before trl-kgps 0.3), `trl_kgps` (the release that wrote it, `older_states.RELEASE`; absent before trl-kgps
+0.3.0), `format` (`FORMAT_VERSION`).
 """
 
 import json
@@ -23,6 +24,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .. import __version__
 from . import older_states
 from .copies import PromptCopies
 from .prompts_digest import mismatch
@@ -55,6 +57,7 @@ _META_TYPES = {
     "prompts": (dict, "an object (the digest of the rows)"),
     "trainer": (dict, "an object (the trainer's record)"),
     "copies": (dict, "an object (the key column)"),
+    older_states.RELEASE: (str, "a string (the release that wrote it)"),
 }
 
 
@@ -72,7 +75,8 @@ def save(path: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None
 
 
 def copy(source: str, directory: str | os.PathLike[str]) -> str:
-    """Copies the state file `source` to `directory/kgps_state.npz`, as atomically as `save` writes; returns the path."""
+    """Copies the state file `source` to `directory/kgps_state.npz`, as atomically as `save` writes; returns the
+    path."""
     path = os.path.join(directory, STATE_FILE)
     with open(source, "rb") as f:
         content = f.read()
@@ -100,14 +104,14 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Reads a file written by `save`; a missing, truncated or foreign file raises `UnreadableState` naming it."""
     if os.path.isdir(path):
         raise UnreadableState(
-            f"{path} is a directory, not the file KGPS saves its state in: resume from a checkpoint whose {STATE_FILE} "
-            "is that file, or remove the directory from this checkpoint to start KGPS afresh from it (with "
-            "KGPSConfig(restart_on_missing_state=True), KGPS restarts from a checkpoint that holds no state)."
+            f"{path} is a directory, not the file KGPS saves its state in: resume from a checkpoint whose "
+            f"{STATE_FILE} is that file, or remove the directory from this checkpoint to start KGPS afresh from it "
+            "(with KGPSConfig(restart_on_missing_state=True), KGPS restarts from a checkpoint that holds no state)."
         )
     if not os.path.isfile(path):
         raise UnreadableState(
-            f"{path} does not exist, so this checkpoint was not saved by a run with KGPSCallback: resume from one that "
-            "was, or pass KGPSConfig(restart_on_missing_state=True) to start KGPS afresh from this one."
+            f"{path} does not exist, so this checkpoint was not saved by a run with KGPSCallback: resume from one "
+            "that was, or pass KGPSConfig(restart_on_missing_state=True) to start KGPS afresh from this one."
         )
     try:
         _check_signature(path)
@@ -127,9 +131,11 @@ def load(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             "an object: resume from an earlier checkpoint."
         )
     if meta.get("format") != FORMAT_VERSION:
+        release = meta.get(older_states.RELEASE)
+        writer = "the trl-kgps release that wrote it" if release is None else f"trl-kgps {release}, which wrote it"
         raise UnreadableState(
-            f"{path} has KGPS state format {meta.get('format')!r} and this trl-kgps reads format {FORMAT_VERSION}: "
-            "resume with the trl-kgps release that wrote it."
+            f"{path} has KGPS state format {meta.get('format')!r} and this trl-kgps ({__version__}) reads format "
+            f"{FORMAT_VERSION}: resume with {writer}."
         )
     _check_meta_types(path, meta)
     return arrays, meta
@@ -188,7 +194,7 @@ def write(
     arrays, selector_meta = pack_selector(selector.state_dict())
     if copies is not None and copies.copies:
         arrays[COPIES] = copies.prompt_of_row.astype(np.int32)
-    meta = {"selector": selector_meta, "selector_class": type(selector).__name__}
+    meta = {"selector": selector_meta, "selector_class": type(selector).__name__, older_states.RELEASE: __version__}
     for key, value in ledger_state.items():
         if isinstance(value, np.ndarray):
             arrays[key] = value
@@ -232,9 +238,8 @@ def read_run(
             f"it was saved with {saved_batch_size} prompts per generation batch, and this run has {batch_size}"
             + (f" ({batch_formula})" if batch_formula else "")
         )
-    saved_class = meta.get("selector_class")
-    if saved_class != type(selector).__name__:
-        raise ValueError(f"it holds a {saved_class}, but this run uses {type(selector).__name__}")
+    if older_states.selector_class(meta) != type(selector).__name__:
+        raise ValueError(f"it holds {held(meta)}, but this run uses {type(selector).__name__}")
     refusal = older_states.digest_of_a_development_build(path, meta.get("prompts"))
     if refusal is not None:
         raise UnreadableState(refusal)
@@ -290,8 +295,8 @@ def read(
         raise OSError(
             f"{location!r} is not a local directory, and {STATE_FILE} could not be fetched from the Hub repo of that "
             f"id{'' if revision is None else f' at revision {revision!r}'} ({type(error).__name__}: {error}). A "
-            f"local directory works too: pass a trainer's output_dir or a checkpoint-N folder that holds {STATE_FILE}; "
-            "for the Hub, check the repo id, your connection, HF_HUB_OFFLINE and your token."
+            "local directory works too: pass a trainer's output_dir or a checkpoint-N folder that holds "
+            f"{STATE_FILE}; for the Hub, check the repo id, your connection, HF_HUB_OFFLINE and your token."
         ) from error
     return load(path)
 
@@ -311,14 +316,28 @@ def selector_state(
     The `state_dict()` of the `selector_class` a file's `arrays` and `meta` hold (read from `location`); a
     `ValueError` naming the right class if it holds another.
     """
-    name = meta.get("selector_class")
+    name = older_states.selector_class(meta)
     if name != selector_class.__name__:
         raise ValueError(
-            f"The KGPS state of {location!r} holds a {name}, not a {selector_class.__name__}. Load it with "
-            f'`{name}.from_pretrained("{location}")` (from trl_kgps.selectors), or with '
+            f"The KGPS state of {location!r} holds {held(meta)}, not {with_article(selector_class.__name__)}. Load it "
+            f'with `{name}.from_pretrained("{location}")` (from trl_kgps.selectors), or with '
             f'`trl_kgps.load_selector("{location}")`, which builds whichever selector the state holds.'
         )
     return unpack_selector(arrays, meta)
+
+
+def held(meta: dict[str, Any]) -> str:
+    """What a state file's `meta` holds, for messages: "an ExperimentalSelector", with what wrote it where the class it
+    names reads as another today (`older_states.selector_class`)."""
+    saved_as = older_states.saved_as(meta)
+    return with_article(older_states.selector_class(meta)) + ("" if saved_as is None else f" ({saved_as})")
+
+
+def with_article(name: str | None) -> str:
+    """A class name with its article: "a KGPSSelector", "an ExperimentalSelector"; "no selector" for `None`."""
+    if name is None:
+        return "no selector"
+    return f"{'an' if name[:1].upper() in 'AEIO' else 'a'} {name}"
 
 
 def pack_selector(state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

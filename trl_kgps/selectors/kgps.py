@@ -8,11 +8,12 @@ default extend it through its extension point, in `experimental.py`.
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ..config import MAX_LOGIT_VARIANCE, KGPSConfig
 from ..engine import older_states
 from ._checks import (
@@ -79,7 +80,8 @@ class KGPSSelector(FromPretrainedMixin):
     Attributes:
         config (`KGPSConfig`): the config it runs with, every field decided (`KGPSConfig.resolved`).
         mean (`np.ndarray` of shape `(N,)`, float32, read-only): logit means \\(m\\) (shared part included).
-        variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array; shared part included).
+        variance (`np.ndarray` of shape `(N,)`, float32): logit variances \\(P\\) (a fresh array; shared part
+            included).
         shared (`SharedFactor` or `None`): the factor shared across prompts.
         gamma (`float`): the process-noise scale in use, `config.gamma` times its calibration, in
             `[1e-3, 1e3]` times `config.gamma`.
@@ -125,12 +127,10 @@ class KGPSSelector(FromPretrainedMixin):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         unread = sorted({f.name for f in dataclasses.fields(config)} - self.config_class.__dataclass_fields__.keys())
         if unread:
-            readers = [
-                f"{c.__module__}.{c.__name__}" for c in _variants(KGPSSelector) if c.config_class is type(config)
-            ]
+            readers = _readers(lambda c: c.config_class is type(config))
             raise TypeError(
                 f"{type(config).__name__} has fields {unread} that {type(self).__name__} does not read: build "
-                f"{' or '.join(readers) or 'the selector that reads them'} for it (build_selector and KGPSCallback do)."
+                f"{readers} for it (build_selector and KGPSCallback do)."
             )
         # Without the train dataset, what it would decide is the with-metadata value (`KGPSConfig.resolved`); a
         # config `with_metadata` resolved already is kept as it is.
@@ -191,7 +191,8 @@ class KGPSSelector(FromPretrainedMixin):
 
     @property
     def residual_prior(self) -> float:
-        r"""\\(\tau^2\\): the residual prior variance of a prompt not yet observed (`residual_adaptation` learns it)."""
+        r"""\\(\tau^2\\): the residual prior variance of a prompt not yet observed (`residual_adaptation` learns
+        it)."""
         return self._filter.residual_prior
 
     def initialize(self, indices: ArrayLike, successes: ArrayLike, trials: ArrayLike) -> None:
@@ -234,8 +235,8 @@ class KGPSSelector(FromPretrainedMixin):
             raise ValueError(
                 f"The process noise Q = {Q:g} for {norm}, is above {MAX_LOGIT_VARIANCE:g}, the largest logit variance "
                 "KGPS adds: it would erase every prompt's evidence, and the float32 beliefs overflow to NaN soon "
-                "after. Lower gamma (the paper's 0.1 suits update norms near 1), or set fixed_process_noise; check the "
-                "learning rate if the norm itself is unexpected. No belief changed."
+                "after. Lower gamma (the paper's 0.1 suits update norms near 1), or set fixed_process_noise; check "
+                "the learning rate if the norm itself is unexpected. No belief changed."
             )
         self._rule.predicted(self._filter.predict(Q))
 
@@ -352,6 +353,7 @@ class KGPSSelector(FromPretrainedMixin):
         # filter's factor, `seen` and `unseen_extra`) after the calibrations.
         return {
             "version": STATE_VERSION,
+            older_states.RELEASE: __version__,
             "num_prompts": self.num_prompts,
             "mean": beliefs.pop("mean"),
             "variance_base": beliefs.pop("variance_base"),
@@ -418,9 +420,10 @@ class KGPSSelector(FromPretrainedMixin):
         fields = older_states.kgps_config_fields(state, read)
         unread = sorted(fields.keys() - read.keys())
         if unread:
+            readers = _readers(lambda c: set(unread) <= c.config_class.__dataclass_fields__.keys())
             raise ValueError(
                 f"its config holds {unread}, which {cls.config_class.__name__} does not: it was saved by a variant of "
-                "KGPS (for those fields, trl_kgps.selectors.experimental.ExperimentalSelector): load it with that one"
+                f"KGPS: load it with {readers}"
             )
         return {"num_prompts": num_prompts, "config": cls.config_class(**fields), "seed": seed}
 
@@ -429,15 +432,24 @@ class KGPSSelector(FromPretrainedMixin):
 
 
 def _check_version(state: dict[str, Any]) -> None:
-    """Raises `ValueError` for a `state` of a version this release does not read, naming it and the fix."""
+    """Raises `ValueError` for a `state` of a version this release does not read, naming it, the release that wrote it
+    where the state records one, and the fix."""
     refusal = older_states.written_by_a_development_build(state)
     if refusal is not None:
-        raise ValueError(refusal)
-    if state.get("version") not in (*older_states.KGPS_STATE_VERSIONS, STATE_VERSION):
+        raise ValueError(f"{refusal}. {older_states.DEVELOPMENT_LOAD_FIX}.")
+    version, release = state.get("version"), state.get(older_states.RELEASE)
+    if version not in (*older_states.KGPS_STATE_VERSIONS, STATE_VERSION):
+        writer = "the trl-kgps release that saved it" if release is None else f"trl-kgps {release}, which saved it"
         raise ValueError(
-            f"state has version {state.get('version')!r}, but this trl-kgps reads versions 1 to {STATE_VERSION}. "
-            "Load it with the trl-kgps release that saved it."
+            f"state has version {version!r}, but this trl-kgps ({__version__}) reads versions 1 to {STATE_VERSION}. "
+            f"Load it with {writer}."
         )
+
+
+def _readers(reads: Callable[[type], bool]) -> str:
+    """The variants of KGPS imported so far whose config class `reads` approves, by module and name, for messages."""
+    names = [f"{c.__module__}.{c.__name__}" for c in _variants(KGPSSelector) if reads(c)]
+    return " or ".join(names) or "the selector that reads them"
 
 
 def _variants(cls: type) -> list[type]:
