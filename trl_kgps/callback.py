@@ -7,7 +7,7 @@ from transformers import Trainer, TrainerCallback
 from .adapters import trl_private
 from .adapters.async_grpo import AsyncGRPOAdapter, check_drop_zero_advantage
 from .adapters.grpo import GRPOAdapter
-from .adapters.trainer_adapter import REUSED, TrainerAdapter, check_bound, requested_config
+from .adapters.trainer_adapter import REUSED, TrainerAdapter, check_bound, check_one_config, requested_config
 from .config import KGPSConfig
 from .engine.engine import SelectionEngine
 from .engine.ledger import BatchLedger
@@ -29,9 +29,10 @@ class KGPSCallback(TrainerCallback):
     resume and described in the model card; the `kgps/*` metrics reach the trainer's logs (docs/trl.md lists them).
 
     Args:
-        config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; `KGPSConfig()` by default.
-            The fields it leaves to the dataset (`None`) are decided when training starts; `effective_config` holds
-            the config that runs.
+        config (`KGPSConfig`, *optional*): KGPS's hyperparameters and the success rule; `KGPSConfig()` by default,
+            or the config of a `selector` instance. The fields it leaves to the dataset (`None`) are decided when
+            training starts; `effective_config` holds the config that runs. With a selector instance, a config that
+            the selector's own contradicts is refused: pass the config once.
         selector (`str` or `PromptSelector`, *optional*): `"kgps"` (the default); a baseline to compare with,
             `"uniform"` (TRL's order), `"mopps"`, `"greso"`, `"dps"`, `"arcus"`, `"gaussian"`, `"insight"` or
             `"offline_filter"` (its pass rates in the column `config.prior_column`), built for the train dataset and
@@ -64,6 +65,7 @@ class KGPSCallback(TrainerCallback):
             return self
         if self.trainer is not None:
             raise RuntimeError(REUSED)
+        check_one_config(self.config, self._selector)  # `config` may have been replaced since the callback was built
         adapter = AsyncGRPOAdapter if AsyncGRPOAdapter.fits(trainer) else GRPOAdapter
         self.adapter = adapter(trainer, self, self.config, self._selector)
         self.trainer = trainer

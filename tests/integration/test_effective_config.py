@@ -107,3 +107,48 @@ def test_an_id_over_copies_names_prompts_and_copies_that_disagree_are_said(tmp_p
     assert kgps.effective_config.feature_columns == ["level"]
     assert kgps.adapter.metadata.skipped["problem_id"].endswith("it names prompts rather than grouping them")
     assert "carry different values in `level` (1 prompt)" in caplog.text
+
+
+def test_a_config_that_the_selector_instance_contradicts_is_refused_naming_both_values_and_the_fix():
+    from trl_kgps import KGPSSelector
+
+    with pytest.raises(ValueError) as refused:
+        KGPSCallback(KGPSConfig(success_threshold=0.9, warmup_epochs=1), selector=KGPSSelector(16))
+    message = str(refused.value)
+    assert "warmup_epochs=1 (the callback's) and 0 (the selector's), success_threshold=0.9 (the callback's) and " in (
+        message
+    )
+    assert "0.5 (the selector's)" in message
+    assert "`KGPSCallback(config, selector=KGPSSelector(num_prompts, config=config))`, or leave config out" in message
+    # The config passed once, either way, or a field left to the dataset that the selector decided: no refusal.
+    config = KGPSConfig(success_threshold=0.9, warmup_epochs=1)
+    KGPSCallback(config, selector=KGPSSelector(16, config=config))
+    KGPSCallback(KGPSConfig(feature_columns=[]), selector=KGPSSelector(16, KGPSConfig(shared_variance=0.0)))
+    assert KGPSCallback(selector=KGPSSelector(16, config=config)).config.success_threshold == 0.9
+
+
+def test_a_callback_given_only_a_selector_runs_with_its_config_and_a_replaced_config_is_refused_at_attach(
+    tmp_path, tokenizer
+):
+    from trl_kgps import KGPSSelector
+
+    rows = prompt_dataset(16)
+    selector = KGPSSelector(16, KGPSConfig(success_threshold=0.9, warmup_epochs=1, feature_columns=[]))
+    kgps = KGPSCallback(selector=selector)
+    trainer = trl.GRPOTrainer(
+        model=build_model(tokenizer),
+        reward_funcs=StepReward(),
+        args=trainer_args(tmp_path, max_steps=2, per_device_train_batch_size=8),
+        train_dataset=rows,
+        processing_class=tokenizer,
+        callbacks=[kgps],
+    )
+    trainer.train()
+    # The engine scores rewards and warms up by the selector's config, the one the run reports.
+    assert kgps.engine.rule.threshold == 0.9 and kgps.ledger.warmup_batches == 16 // kgps.ledger.batch_size > 0
+    assert kgps.effective_config is selector.config is kgps.config
+    replaced = KGPSCallback(selector=KGPSSelector(16))
+    replaced.config = KGPSConfig(success_threshold=0.9)
+    with pytest.raises(ValueError, match=r"success_threshold=0\.9 \(the callback's\) and 0\.5 \(the selector's\)"):
+        replaced.attach(trainer)
+    assert replaced.trainer is None

@@ -3,6 +3,7 @@ What both TRL adapters share: one selection engine bound to one trainer, its sta
 trainer saves and restored on resume, the model card's `## KGPS` section, and the run's reports.
 """
 
+import dataclasses
 import logging
 import os
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from torch.utils.data import IterableDataset
 from transformers import Trainer, TrainerCallback
 
-from ..config import KGPSConfig
+from ..config import WITH_METADATA, KGPSConfig
 from ..engine import state_file
 from ..engine.copies import PromptCopies
 from ..engine.engine import SelectionEngine
@@ -51,7 +52,8 @@ def requested_config(config: KGPSConfig | None, selector: "str | PromptSelector 
     """
     The config of a run asked for with `config` and `selector` (`KGPSCallback`'s arguments): `config`, else that of a
     `selector` instance that holds one, else `KGPSConfig()`. Raises, before any trainer is built, `TypeError` for a
-    `config` that is not a `KGPSConfig` and `ValueError` for a selector name that is not one of `SELECTORS`.
+    `config` that is not a `KGPSConfig`, and `ValueError` for a selector name that is not one of `SELECTORS` or a
+    `config` that a selector instance's own contradicts (`check_one_config`).
     """
     if config is None:
         config = getattr(selector, "config", None) or KGPSConfig()
@@ -59,7 +61,46 @@ def requested_config(config: KGPSConfig | None, selector: "str | PromptSelector 
         raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
     if isinstance(selector, str) and selector not in SELECTORS:
         raise ValueError(f"selector={selector!r} is not one of {sorted(SELECTORS)}; pass a name or an instance.")
+    check_one_config(config, selector)
     return config
+
+
+def check_one_config(config: KGPSConfig, selector: "str | PromptSelector | None") -> None:
+    """
+    Raises `ValueError` when `selector` is an instance holding a KGPS config that `config` (the callback's)
+    contradicts, naming each field's two values and the fix: the engine would score rewards, run the warmup and
+    measure the update norm by `config`, while the selector runs by its own, which its state file saves and the model
+    card and `effective_config` report. A field `config` leaves to the dataset (`None`) is the selector's to decide;
+    a field the selector's config lacks (a variant's, under a plain `KGPSSelector`) it runs at that field's default.
+    """
+    held = getattr(selector, "config", None)
+    if held is config or isinstance(selector, str) or not isinstance(held, KGPSConfig):
+        return
+    left_to_the_dataset = {*WITH_METADATA, "feature_columns"}
+    differ = {}
+    for field in dataclasses.fields(config):
+        given = getattr(config, field.name)
+        if given is None and field.name in left_to_the_dataset:
+            continue
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        runs = getattr(held, field.name, default)
+        if field.name == "feature_columns":  # no column is read either way
+            given, runs = given or [], runs or []
+        if given != runs:
+            differ[field.name] = (given, runs)
+    if differ:
+        name = type(selector).__name__
+        values = ", ".join(
+            f"{field}={given!r} (the callback's) and {runs!r} (the selector's)"
+            for field, (given, runs) in differ.items()
+        )
+        raise ValueError(
+            f"KGPSCallback was given a config and a {name} whose own config differs from it: {values}. The callback's "
+            "would score the rewards, run the warmup and measure the update norm, while the selector, its state file, "
+            "the model card and effective_config hold the selector's. Pass the config once: "
+            f"`KGPSCallback(config, selector={name}(num_prompts, config=config))`, or leave config out "
+            f"(`KGPSCallback(selector=selector)` runs with the selector's)."
+        )
 
 
 def check_bound(trainer: Trainer | None, args: Any) -> None:
@@ -286,7 +327,8 @@ class TrainerAdapter(TrainerCallback):
         )
 
     def save(self, directory: str, ledger: checkpoint.Stateful) -> None:
-        """Writes `directory/kgps_state.npz` (`checkpoint.save`), or copies the best checkpoint's (`copy_best_state`)."""
+        """Writes `directory/kgps_state.npz` (`checkpoint.save`), or copies the best checkpoint's
+        (`copy_best_state`)."""
         if self.trainer.args.should_save and not self.copy_best_state(directory):
             checkpoint.save(
                 directory, self.selector, ledger, self.prompts_digest(), self.trainer_record(), self.copies
@@ -308,8 +350,8 @@ class TrainerAdapter(TrainerCallback):
         step = self.trainer.state.global_step
         if not os.path.isfile(source):
             logger.warning(
-                "%s holds no %s, so the KGPS state saved in %s beside the best model's weights (load_best_model_at_end) "
-                "is this run's at step %d, not that of the step the weights are from.",
+                "%s holds no %s, so the KGPS state saved in %s beside the best model's weights "
+                "(load_best_model_at_end) is this run's at step %d, not that of the step the weights are from.",
                 self.best_checkpoint,
                 state_file.STATE_FILE,
                 directory,
