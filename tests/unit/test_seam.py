@@ -49,3 +49,10 @@ def test_a_trainer_whose_checked_member_has_another_signature_is_refused_naming_
     with pytest.raises(TypeError, match=r"_calculate_rewards\(inputs, prompts, completions, completion_ids_list\)"):
         trl_private.check(trainer)
     assert issubclass(Changed, Trainer)
+
+
+@pytest.mark.parametrize("members", [trl_private.SEAM, async_trl_private.USED_MEMBERS], ids=["grpo", "async"])
+def test_each_use_names_what_its_check_reads_since_the_docs_table_shows_the_use_alone(members):
+    # Before, `_AsyncRolloutLoop.__init__`'s use read "KGPS's loop reads these once built", its `names` not shown.
+    unnamed = [(m.path, name) for m in members for name in m.names if f"`{name}`" not in m.use]
+    assert unnamed == []

@@ -4,9 +4,10 @@ has no public hook for choosing prompts.
 
 `AsyncGRPOTrainer` trains on rank 0's `AsyncRolloutWorker`, which spawns a child process running `_AsyncRolloutLoop`:
 it reads prompts with `_repeat_iterator` (the dataset in order, cycling), generates on vLLM, scores each finished group
-with `_score_group` and queues the samples. KGPS keeps all of that and replaces only what the loop reads next (`_repeat_iterator`), wraps the scoring
-(`_score_group`) and the worker's `stop()` and `check_health()`, and sets the worker's loop class and arguments;
-`USED_MEMBERS` names every member it reads, wraps, replaces or relies on, and `docs/trl.md` shows the table.
+with `_score_group` and queues the samples. KGPS keeps all of that and replaces only what the loop reads next
+(`_repeat_iterator`), wraps the scoring (`_score_group`) and the worker's `stop()` and `check_health()`, and sets the
+worker's loop class and arguments; `USED_MEMBERS` names every member it reads, wraps, replaces or relies on, and
+`docs/trl.md` shows the table.
 
 Everything else the adapter relies on, `check()` verifies by signature and by what each member's code calls and
 sets, on whichever TRL release is installed, and refuses naming the member and what it found: the loop reads its
@@ -39,28 +40,39 @@ MODULES = ("async_rollout_worker", "async_grpo_trainer")
 
 USED_MEMBERS = (
     UsedMember("_AsyncRolloutLoop.__init__", names=("reward_funcs", "reward_func_names", "dataset", "num_generations",
-           "_heartbeat_value", "_env_reward_types"), use="KGPS's loop reads these once built"),
+           "_heartbeat_value", "_env_reward_types"), use="sets what KGPS's loop reads once built: `reward_funcs`, "
+           "`reward_func_names`, `dataset`, `num_generations`, `_heartbeat_value`, `_env_reward_types`"),
     UsedMember("_AsyncRolloutLoop._provides_rollout_reward", use="read: whether a rollout reward column follows"),
     UsedMember("_AsyncRolloutLoop._repeat_iterator", parameters=(), coroutine=False, use="replaced: KGPS's prompts"),
-    UsedMember("_AsyncRolloutLoop._generate_loop", names=("_repeat_iterator",), use="reads the prompts KGPS chooses"),
-    UsedMember("_AsyncRolloutLoop._score_loop", names=("_score_group",), use="scores every group through _score_group"),
+    UsedMember("_AsyncRolloutLoop._generate_loop", names=("_repeat_iterator",), use="reads the prompts KGPS chooses, "
+           "through `_repeat_iterator`"),
+    UsedMember("_AsyncRolloutLoop._score_loop", names=("_score_group",), use="scores every group through "
+           "`_score_group`"),
     UsedMember("_AsyncRolloutLoop._score_group", parameters=("group",), coroutine=True, names=("reward_funcs",
-           "_env_reward_types", "_provides_rollout_reward"), use="wrapped: each group's rewards reach KGPS"),
-    UsedMember("_child_main", names=("run", "_spawn_stop_watcher"), use="builds and runs the loop KGPS hands the "
-           "worker, whose stop watcher waits for the worker's stop event"),
+           "_env_reward_types", "_provides_rollout_reward"), use="wrapped: each group's rewards reach KGPS (it reads "
+           "`reward_funcs`, `_env_reward_types`, `_provides_rollout_reward`)"),
+    UsedMember("_child_main", names=("run", "_spawn_stop_watcher"), use="builds and runs (`run`) the loop KGPS hands "
+           "the worker, whose stop watcher (`_spawn_stop_watcher`) waits for the worker's stop event"),
     UsedMember("AsyncRolloutWorker._loop_cls", use="set: the loop class, KGPS's mixed in"),
-    UsedMember("AsyncRolloutWorker.__init__", names=("_loop_kwargs", "metrics_queue"), use="set: the loop's arguments"),
-    UsedMember("AsyncRolloutWorker.start", names=("_loop_cls", "_loop_kwargs"), use="starts the child with them"),
+    UsedMember("AsyncRolloutWorker.__init__", names=("_loop_kwargs", "metrics_queue"), use="sets `_loop_kwargs`, the "
+           "loop's arguments, which KGPS extends, and `metrics_queue`, which KGPS's metrics join"),
+    UsedMember("AsyncRolloutWorker.start", names=("_loop_cls", "_loop_kwargs"), use="starts the child with the "
+           "worker's `_loop_cls` and `_loop_kwargs`"),
     UsedMember("AsyncRolloutWorker.stop", parameters=(), names=("_stop_event_mp",), use="wrapped: KGPS's service "
-           "stops after the worker; its stop event set when KGPS fails"),
+           "stops after the worker; its stop event (`_stop_event_mp`) set when KGPS fails"),
     UsedMember("AsyncRolloutWorker.check_health", parameters=("stale_after_s",), use="wrapped: KGPS's error first"),
-    UsedMember("AsyncGRPOTrainer.__init__", names=("rollout_worker", "model_version"), use="read: the worker, the version"),
-    UsedMember("AsyncGRPOTrainer.log", names=("metrics_queue",), use="drains KGPS's metrics into the logs"),
+    UsedMember("AsyncGRPOTrainer.__init__", names=("rollout_worker", "model_version"), use="read: the worker "
+           "(`rollout_worker`), the policy's version (`model_version`)"),
+    UsedMember("AsyncGRPOTrainer.log", names=("metrics_queue",), use="drains KGPS's metrics from the worker's "
+           "`metrics_queue` into the logs"),
     UsedMember("AsyncGRPOTrainer.get_train_dataloader", names=("check_health",), use="its wait for samples checks "
-           "the worker's health"),
-    UsedMember("AsyncGRPOTrainer._sync_weight_merged", names=("model_version",), use="the version KGPS's norms follow"),
-    UsedMember("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="the version KGPS's norms follow"),
-    UsedMember("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the worker"),
+           "the worker's health (`check_health`)"),
+    UsedMember("AsyncGRPOTrainer._sync_weight_merged", names=("model_version",), use="bumps `model_version`, the "
+           "version KGPS's norms follow"),
+    UsedMember("AsyncGRPOTrainer._sync_weight_lora", names=("model_version",), use="bumps `model_version`, the "
+           "version KGPS's norms follow"),
+    UsedMember("AsyncGRPOTrainer._save_checkpoint", names=("_loop_kwargs", "model_version"), use="records the "
+           "worker's place: its prompt index (from `_loop_kwargs`) and `model_version`"),
 )  # fmt: skip
 # Below this, a sample's advantage is zero: TRL standardizes rewards by their std + 1e-8, so equal rewards give 0 up to
 # float rounding, and rewards that differ give advantages of order 1.
@@ -303,16 +315,17 @@ def adopt(worker: Any, address: str, authkey: bytes, drop_zero_advantage: bool =
 
 def request_stop(worker: Any) -> None:
     """
-    Sets `worker`'s stop event, as `worker.stop()` does first. KGPS does so when its engine fails, before the process learns of the failure and ends on it: a process that ends while
-    its stop watcher waits for the event would leave the next `set()`, in `worker.stop()`, waiting for that watcher
-    forever (a `multiprocessing.Event` wakes every waiter it had and waits for each to answer).
+    Sets `worker`'s stop event, as `worker.stop()` does first. KGPS does so when its engine fails, before the process
+    learns of the failure and ends on it: a process that ends while its stop watcher waits for the event would leave
+    the next `set()`, in `worker.stop()`, waiting for that watcher forever (a `multiprocessing.Event` wakes every
+    waiter it had and waits for each to answer).
     """
     worker._stop_event_mp.set()
 
 
 def check_health_after(worker: Any, check: Any) -> None:
-    """Makes `worker.check_health(stale_after_s)`, which the trainer calls every few seconds while it waits for samples,
-    call `check()` first: an error of KGPS's then ends training within those seconds, named as KGPS's."""
+    """Makes `worker.check_health(stale_after_s)`, which the trainer calls every few seconds while it waits for
+    samples, call `check()` first: an error of KGPS's then ends training within those seconds, named as KGPS's."""
     check_health = worker.check_health
 
     def checked(stale_after_s):

@@ -16,11 +16,12 @@ class UsedMember:
 
     Attributes:
         path (`str`): `"Class.member"`, or a module-level function's name.
-        parameters (`tuple[str, ...]` or `None`): the leading parameters after `self` it must take (KGPS calls it, or
-            replaces it for TRL's calls, with these; `None`: not checked).
+        parameters (`tuple[str, ...]` or `None`): the parameters after `self` it must take (KGPS calls it, or
+            replaces it for TRL's calls, with these; `None`: not checked). `trl_private` checks the leading ones (its
+            parameters begin with these), `async_trl_private` all of them (its parameters are exactly these).
         coroutine (`bool` or `None`): whether it must be an `async def` (`None`: not checked).
         names (`tuple[str, ...]`): what its code must name: the attributes it sets or reads, the members it calls.
-        use (`str`): what KGPS does with it.
+        use (`str`): what KGPS does with it, said in full: the docs' table shows it without `names`.
     """
 
     path: str
