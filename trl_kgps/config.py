@@ -591,7 +591,8 @@ class KGPSConfig:
         refuse_first(CROSS_FIELD_CHECKS, self)
 
     def _check_fields(self) -> None:
-        """Raises a `ValueError` naming the first field, in declaration order, that holds a value it does not accept."""
+        """Raises a `ValueError` naming the first field, in declaration order, that holds a value it does not
+        accept."""
         refuse_first(FIELD_CHECKS, self)
 
     def __setattr__(self, name, value):

@@ -160,6 +160,18 @@ def _layer(module: str) -> int:
     return next(i for i, layer in enumerate(LAYERS) if part in layer)
 
 
+def test_no_line_of_the_library_is_longer_than_ruffs_119_characters():
+    # ruff's formatter cannot split a docstring, a comment or a string, and CI's ruff ignores E501 (TRL's rule set).
+    package = Path(trl_kgps.__file__).parent
+    long = [
+        f"{path.relative_to(package.parent)}:{number} ({len(line)})"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > 119
+    ]
+    assert long == []
+
+
 def test_every_module_sits_in_a_part_and_imports_point_down():
     graph = _module_imports()
     assert "trl_kgps.engine.ledger" in graph["trl_kgps.sampler"]  # the graph sees relative imports

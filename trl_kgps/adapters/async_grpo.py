@@ -80,8 +80,8 @@ def check_drop_zero_advantage(value: Any, taken: bool | None) -> None:
 class SelectionService:
     """
     Answers the rollout loop's requests from `engine` on a daemon thread of the trainer's rank 0 (see
-    `async_trl_private.KGPSRolloutLoop` for the messages). Every change to the engine, from this thread or from the trainer's
-    (`predict`, `state`), happens under `lock`.
+    `async_trl_private.KGPSRolloutLoop` for the messages). Every change to the engine, from this thread or from the
+    trainer's (`predict`, `state`), happens under `lock`.
 
     Args:
         engine (`SelectionEngine`): chooses the batches and receives the outcomes.
@@ -356,9 +356,9 @@ class AsyncGRPOAdapter(TrainerAdapter):
             return
         raise ValueError(
             f"trainer.train_dataset was replaced by other rows ({len(dataset)}, where the first train() had "
-            f"{len(self._rows)}), and under AsyncGRPOTrainer KGPS's beliefs, about the first rows, live in a selection "
-            "service that serves the rollout worker for the trainer's whole life. Build a new AsyncGRPOTrainer with a "
-            "new KGPSCallback for the new rows, or train on the rows the beliefs are about."
+            f"{len(self._rows)}), and under AsyncGRPOTrainer KGPS's beliefs, about the first rows, live in a "
+            "selection service that serves the rollout worker for the trainer's whole life. Build a new "
+            "AsyncGRPOTrainer with a new KGPSCallback for the new rows, or train on the rows the beliefs are about."
         )
 
     def _resume_from(self, directory: str) -> None:

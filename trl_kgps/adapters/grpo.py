@@ -162,9 +162,9 @@ class GRPOAdapter(TrainerAdapter):
             raise ValueError(
                 f"trainer.train_dataset was replaced by other rows ({len(dataset)}, where the last train() had "
                 f"{previous}), and this KGPSCallback selects with the {type(self.requested_selector).__name__} it was "
-                "given, whose beliefs are about the previous rows. To start afresh on the new rows, build the callback "
-                'with a selector name, e.g. KGPSCallback(config) or KGPSCallback(config, selector="mopps"); to go on '
-                "with these beliefs, train on the dataset they are about."
+                "given, whose beliefs are about the previous rows. To start afresh on the new rows, build the "
+                'callback with a selector name, e.g. KGPSCallback(config) or KGPSCallback(config, selector="mopps"); '
+                "to go on with these beliefs, train on the dataset they are about."
             )
         if self.trainer.is_world_process_zero():
             logger.warning(
@@ -255,7 +255,8 @@ class GRPOAdapter(TrainerAdapter):
         }
 
     def _save_state(self, directory: str) -> None:
-        """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training began."""
+        """Writes `directory/kgps_state.npz` where the trainer writes models (the main process), once training
+        began."""
         if self.sampler is not None:
             self.save(directory, self.sampler)
 
@@ -267,7 +268,8 @@ class GRPOAdapter(TrainerAdapter):
             if not isinstance(self.requested_selector, str | None):
                 raise ValueError(
                     f"{directory} keeps one belief per row, and the {type(self.selector).__name__} passed to "
-                    "KGPSCallback one per distinct prompt: pass it built over every row, or KGPSConfig(prompt_key=None)."
+                    "KGPSCallback one per distinct prompt: pass it built over every row, or "
+                    "KGPSConfig(prompt_key=None)."
                 )
             self.selector = self.requested_selector
             sampler = self._sampler(

@@ -310,8 +310,8 @@ def _loading_snippet(name: str, is_kgps: bool, location: str) -> list[str]:
         else ["from trl_kgps import difficulty_table", f"from trl_kgps.selectors import {name}"]
     )
     return [
-        "The selector's state, `kgps_state.npz`, is saved beside the model; to continue from it, or to see which prompts "
-        "it found hard:",
+        "The selector's state, `kgps_state.npz`, is saved beside the model; to continue from it, or to see which "
+        "prompts it found hard:",
         "",
         "```python",
         *imports,
@@ -339,7 +339,8 @@ def add_to_card(path: str, section: str, plain_text_prompt: tuple[str, int] | No
 
 
 def _plain_text_quick_start(text: str, prompt: str, max_new_tokens: int) -> str:
-    """TRL's `## Quick start` code block, rewritten to continue `prompt`; the card unchanged if it has no such block."""
+    """TRL's `## Quick start` code block, rewritten to continue `prompt`; the card unchanged if it has no such
+    block."""
     head, heading, rest = text.partition("## Quick start")
     block = re.search(r"```python\n(.*?)```", rest, flags=re.DOTALL)
     model = block and re.search(r'model="([^"]*)"', block.group(1))

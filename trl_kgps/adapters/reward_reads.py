@@ -45,8 +45,9 @@ _METHODS = (types.FunctionType, staticmethod, classmethod, property)
 _MAX_DEPTH = 4
 # Containers (lists, dicts) of strings an object holds are read up to this size: a column name, not a vocabulary.
 _MAX_CONTAINER = 64
-# The bytecode that loads a local, cell or free variable, and that stores or deletes one: Python 3.10 to 3.13 (checked),
-# and the names 3.14 adds (`LOAD_FAST_BORROW`); an instruction not listed counts as a use that may read any column.
+# The bytecode that loads a local, cell or free variable, and that stores or deletes one: Python 3.10 to 3.13
+# (checked), and the names 3.14 adds (`LOAD_FAST_BORROW`); an instruction not listed counts as a use that may read any
+# column.
 _LOADS = frozenset(
     {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_LOAD_FAST",
      "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "STORE_FAST_LOAD_FAST"}

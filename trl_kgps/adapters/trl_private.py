@@ -86,10 +86,10 @@ def check(trainer: Trainer) -> None:
         if method is None or tuple(parameters) != expected:
             found = "missing" if method is None else f"{name}({', '.join(parameters)}, ...)"
             raise TypeError(
-                f"KGPSCallback hooks into {type(trainer).__name__}.{name}({', '.join(expected)}), but in the installed "
-                f"TRL {_trl_version()} it is {found}. trl-kgps is tested with TRL {TESTED[0]} to {TESTED[1]}: install "
-                f'one of those (`pip install "trl>={TESTED[0]},<={TESTED[1]}"`), or report the new signature at '
-                "https://github.com/trl-kgps/trl-kgps/issues."
+                f"KGPSCallback hooks into {type(trainer).__name__}.{name}({', '.join(expected)}), but in the "
+                f"installed TRL {_trl_version()} it is {found}. trl-kgps is tested with TRL {TESTED[0]} to "
+                f'{TESTED[1]}: install one of those (`pip install "trl>={TESTED[0]},<={TESTED[1]}"`), or report the '
+                "new signature at https://github.com/trl-kgps/trl-kgps/issues."
             )
 
 
@@ -213,9 +213,9 @@ def check_index_column(dataset: Any) -> None:
     """Raises `ValueError` when `dataset` has a column named `INDEX_COLUMN`, which `IndexedRows` would replace."""
     if INDEX_COLUMN in (getattr(dataset, "column_names", None) or ()):
         raise ValueError(
-            f"The train dataset has a column named {INDEX_COLUMN!r}, the name under which KGPS adds each row's dataset "
-            "index to attribute rewards to prompts: its values would be replaced by the index. Rename the column, "
-            f'e.g. dataset.rename_column("{INDEX_COLUMN}", "row_id").'
+            f"The train dataset has a column named {INDEX_COLUMN!r}, the name under which KGPS adds each row's "
+            "dataset index to attribute rewards to prompts: its values would be replaced by the index. Rename the "
+            f'column, e.g. dataset.rename_column("{INDEX_COLUMN}", "row_id").'
         )
 
 

@@ -60,7 +60,10 @@ def simulate_command(args: argparse.Namespace) -> dict:
 
 
 def _markdown(results: dict) -> str:
-    head = f"Scenario `{results['scenario']['name']}`, {results['steps']} steps after warmup, {results['seeds']} seeds (mean ± std)\n\n"
+    head = (
+        f"Scenario `{results['scenario']['name']}`, {results['steps']} steps after warmup, {results['seeds']} seeds "
+        "(mean ± std)\n\n"
+    )
     columns = [c for c in COLUMNS if c in next(iter(results["selectors"].values()))]  # held-out: with levels only
     lines = ["| selector | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for method, summary in results["selectors"].items():
@@ -137,16 +140,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     sim = commands.add_parser(
         "simulate",
         help="compare prompt selectors on a simulated drifting RL run",
-        description="Runs each selector on the same simulated RL run (trl_kgps.demo.simulator) and writes results.json, "
-        "results.md and three figures to --out. No model and no GPU: seconds to a minute on a CPU.",
+        description="Runs each selector on the same simulated RL run (trl_kgps.demo.simulator) and writes "
+        "results.json, results.md and three figures to --out. No model and no GPU: seconds to a minute on a CPU.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     sim.add_argument(
         "--scenario",
         choices=sorted(SCENARIOS),
         default="base",
-        help="which simulated run (docs/benchmarks.md describes each; 'cpu' has the CPU testbed's shape, and ranks the "
-        "oracle below uniform: it does not judge selectors)",
+        help="which simulated run (docs/benchmarks.md describes each; 'cpu' has the CPU testbed's shape, and ranks "
+        "the oracle below uniform: it does not judge selectors)",
     )
     sim.add_argument(
         "--selectors",

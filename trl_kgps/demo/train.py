@@ -611,7 +611,8 @@ def _plot(trace: DifficultyTrace, labels: Sequence[str] | None, output_dir: str,
 
 
 def _plot_rollouts(kgps: KGPSCallback, labels: Sequence[str] | None, output_dir: str, selector: str) -> bool:
-    """`kgps_rollouts.png`: where the run's rollouts went, by level and by predicted success; whether it was written."""
+    """`kgps_rollouts.png`: where the run's rollouts went, by level and by predicted success; whether it was
+    written."""
     title = f"Where the rollouts went (trl-kgps train --selector {selector})"
     figure = plot_rollouts(kgps.difficulty_table(), labels, group_name="level", title=title)
     if figure is None:

@@ -314,9 +314,9 @@ class BatchLedger:
 
     def load_state_dict(self, state: dict[str, np.ndarray | int]) -> None:
         """
-        Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything; a state of
-        an earlier release is read as `older_states.ledger_arrays` fills it in. Where the sampler iterates epochs, the
-        state's `epoch_batches` become the epoch, whose last batches are the pending records they were.
+        Restores a `state_dict()`, or raises `ValueError` naming what does not fit, before changing anything; a state
+        of an earlier release is read as `older_states.ledger_arrays` fills it in. Where the sampler iterates epochs,
+        the state's `epoch_batches` become the epoch, whose last batches are the pending records they were.
         """
         state = older_states.ledger_arrays(state)
         N, B = self.num_prompts, self.batch_size

@@ -29,12 +29,13 @@ MAX_LOGGED_GROUPS = 20
 def shared_metrics(selector, scored: Observed) -> dict[str, float]:
     """
     For a KGPS selector with a shared factor: `kgps/residual_prior` (the learnt prior variance of the residual of a
-    prompt not yet seen), `kgps/shared_spread` (`shared_spread`: how far the features set prompts apart) and, over at most `MAX_LOGGED_GROUPS` categorical groups,
-    `kgps/group/<group>/predicted_success` (what the shared part predicts for the group, after this batch) and
-    `kgps/group/<group>/batch_share` (the share of this batch's prompts from the group: set beside the group's share
-    of the pool, a group the selector has stopped drawing shows here, while its prediction, which only its own
-    outcomes correct, may be stale) for every group, and `kgps/group/<group>/observed_success` (the pooled `s / k` of this
-    batch's prompts of the group) for the groups the batch observed.
+    prompt not yet seen), `kgps/shared_spread` (`shared_spread`: how far the features set prompts apart) and, over at
+    most `MAX_LOGGED_GROUPS` categorical groups, `kgps/group/<group>/predicted_success` (what the shared part predicts
+    for the group, after this batch) and `kgps/group/<group>/batch_share` (the share of this batch's prompts from the
+    group: set beside the group's share of the pool, a group the selector has stopped drawing shows here, while its
+    prediction, which only its own outcomes correct, may be stale) for every group, and
+    `kgps/group/<group>/observed_success` (the pooled `s / k` of this batch's prompts of the group) for the groups the
+    batch observed.
     """
     shared = selector.shared
     design = shared.design
@@ -69,9 +70,9 @@ def shared_spread(shared) -> float:
 def batch_metrics(scored: Observed, coverage: float, nis: float | None) -> dict[str, float]:
     """
     The metrics of one scored generation batch: `kgps/lag`, `repeats`, `unique_prompts` (as the ledger counted them,
-    `BatchLedger.add_scored`), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its prompts with a
-    scored rollout `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and `spearman`
-    (predicted against empirical success `s / k`).
+    `BatchLedger.add_scored`), `coverage`, `predicted_success`, `select_ms` (chosen by the selector), and for its
+    prompts with a scored rollout `informative`, then after the warmup `nis` (the selector's `last_nis`), `mae` and
+    `spearman` (predicted against empirical success `s / k`).
     """
     s, k, predicted = scored.successes, scored.trials, scored.predicted
     metrics = {

@@ -155,7 +155,8 @@ class SuccessRule:
             )
 
     def _warn_unless_binary(self, rewards: np.ndarray) -> None:
-        """Warns once, when `rewards` (the usable ones of a batch) are not all 0 or 1, how they are read and the fix."""
+        """Warns once, when `rewards` (the usable ones of a batch) are not all 0 or 1, how they are read and the
+        fix."""
         odd = rewards[~np.isin(rewards, (0.0, 1.0))]
         if not odd.size or self._all_on_threshold(rewards):  # said by `_count_batch_on_threshold`
             return

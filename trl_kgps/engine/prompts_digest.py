@@ -62,10 +62,10 @@ def prompts_digest(dataset: Any) -> dict[str, Any] | None:
         `dict`: `rows`, the digests of every row's content (all its columns): `ordered` (the rows in index order),
         `unordered` (the same rows in any order share it) and `columns` (each column's name and the digest of its
         values in order, to name the columns that differ); and, when the rows have a `prompt` column, `column`
-        (`"prompt"`), `ordered` and `unordered` over that column alone. Each digest is 32 hex digits. A value is read as its text, or as sorted JSON (a
-        conversation); bytes, arrays and images by the hash of their content, a date or decimal as its text, and
-        another value JSON cannot hold by its type alone. A `datasets.Dataset` is read as stored, without decoding
-        its images.
+        (`"prompt"`), `ordered` and `unordered` over that column alone. Each digest is 32 hex digits. A value is read
+        as its text, or as sorted JSON (a conversation); bytes, arrays and images by the hash of their content, a date
+        or decimal as its text, and another value JSON cannot hold by its type alone. A `datasets.Dataset` is read as
+        stored, without decoding its images.
     """
     read = _columns(dataset)
     if not read:

@@ -99,8 +99,8 @@ def posterior_moments(m: np.ndarray, v: np.ndarray, s: np.ndarray, n: np.ndarray
 
 def expectation(m: np.ndarray, v: np.ndarray, g: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     r"""
-    \\(\mathbb{E}[g(\psi)]\\) under each belief \\(\mathcal{N}(m, v)\\) restricted to \\([0, \pi/2]\\): `g` maps nodes of
-    shape `(k, NODES)` to values of that shape. Returns shape `(k,)`, float64.
+    \\(\mathbb{E}[g(\psi)]\\) under each belief \\(\mathcal{N}(m, v)\\) restricted to \\([0, \pi/2]\\): `g` maps nodes
+    of shape `(k, NODES)` to values of that shape. Returns shape `(k,)`, float64.
     """
     zero = np.zeros_like(m)
     psi, W = _nodes(m, v, zero, zero)

@@ -45,7 +45,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def posterior_moments(m: np.ndarray, P: np.ndarray, s: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r"""
-    The mean and variance of \\(p(\psi \mid s) \propto \mathcal{N}(\psi; m, P)\, \sigma(\psi)^s (1 - \sigma(\psi))^{k-s}\\).
+    The mean and variance of
+    \\(p(\psi \mid s) \propto \mathcal{N}(\psi; m, P)\, \sigma(\psi)^s (1 - \sigma(\psi))^{k-s}\\).
 
     Args:
         m, P, s, k (`np.ndarray` of shape `(n,)`, float64): prior means and variances (\\(P > 0\\)), successes and

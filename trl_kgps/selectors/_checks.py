@@ -54,8 +54,8 @@ def as_count_array(name: str, values, length: int) -> np.ndarray:
     if bad.any():
         position = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"{name} must be whole, non-negative, finite counts of rollouts, got {float(array[position])!r} at position "
-            f"{position}. Count a rollout whose reward is missing (None/NaN) in neither successes nor trials."
+            f"{name} must be whole, non-negative, finite counts of rollouts, got {float(array[position])!r} at "
+            f"position {position}. Count a rollout whose reward is missing (None/NaN) in neither successes nor trials."
         )
     return array
 
@@ -124,8 +124,8 @@ def as_delta_norms(delta_norm) -> np.ndarray:
     bad = ~np.isfinite(norms) | (norms < 0)
     if bad.any():
         raise ValueError(
-            f"delta_norm must be finite and >= 0 (an L2 norm of the parameter update), got {float(norms[bad][0])!r}. A NaN "
-            "or infinite norm means the optimizer step itself diverged: skip the step rather than feed it here."
+            f"delta_norm must be finite and >= 0 (an L2 norm of the parameter update), got {float(norms[bad][0])!r}. "
+            "A NaN or infinite norm means the optimizer step itself diverged: skip the step rather than feed it here."
         )
     return norms
 

@@ -20,8 +20,8 @@ which costs one `exp` per pair instead of one per node (three instead of five fo
 `UTILITY_MAX_RISE_PER_VARIANCE` bounds how fast the quadrature estimate can *rise* when \\(P\\) grows. With
 \\(h'' = h - 6h^2 \in [-1/8, 1/24]\\), a pair's derivative in \\(P\\) is
 \\(\omega_j x_j (h'(m + d) - h'(m - d)) / \sqrt{2P} \le \omega_j x_j^2 / 12\\) (\\(\omega_j = w_j / \sqrt{\pi}\\)), and
-the rule is exact for \\(x^2\\), \\(\sum_j \omega_j x_j^2 = 1/2\\), so \\(\partial A / \partial P \le 1/48\\) for any rule
-with two or more nodes (and \\(\ge -1/16\\)). Both bounds are attained as \\(P \to 0\\). The point estimate
+the rule is exact for \\(x^2\\), \\(\sum_j \omega_j x_j^2 = 1/2\\), so \\(\partial A / \partial P \le 1/48\\) for any
+rule with two or more nodes (and \\(\ge -1/16\\)). Both bounds are attained as \\(P \to 0\\). The point estimate
 \\(h(m)\\) does not depend on \\(P\\) at all.
 """
 

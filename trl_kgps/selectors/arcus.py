@@ -22,7 +22,8 @@ Choices made here where the preprint's text leaves one open:
 - **The prior.** \\(m_0 = \pi/4\\) (\\(p = 1/2\\)) and `initial_variance` \\(v_0 = 0.15\\): restricted to
   \\([0, \pi/2]\\), its variance is 0.117, that of \\(\psi\\) under a uniform success rate (MoPPS's Beta(1, 1)).
 - **The drift.** An Ornstein–Uhlenbeck relaxation toward the prior whose clock is the policy's movement: for update
-  norms \\(\lVert\Delta\theta_t\rVert\\) since the last call, \\(a = \exp(-\kappa \sum_t \lVert\Delta\theta_t\rVert)\\),
+  norms \\(\lVert\Delta\theta_t\rVert\\) since the last call,
+  \\(a = \exp(-\kappa \sum_t \lVert\Delta\theta_t\rVert)\\),
 
       m <- m_0 + a (m - m_0),    v <- a^2 v + (1 - a^2) v_0
 
@@ -38,7 +39,8 @@ Choices made here where the preprint's text leaves one open:
 - **The selection.** `"sample"` (default): `B` prompts of the whole pool drawn without replacement in proportion to
   \\(A_i\\), seeded (KGPS's default rule, and the benchmark oracles' on the true rate); `"top"`: the `B` largest
   \\(A_i\\), ties in seeded random order.
-- **The predicted success.** The posterior mean \\(\mathbb{E}[\sin^2\psi]\\), as KGPS reports \\(\mathbb{E}[\sigma(\psi)]\\).
+- **The predicted success.** The posterior mean \\(\mathbb{E}[\sin^2\psi]\\), as KGPS reports
+  \\(\mathbb{E}[\sigma(\psi)]\\).
 - **Observations.** The first observation of a prompt is an update like any other (no warmup estimate); repeated
   indices in one call are pooled into one group of their summed counts.
 """

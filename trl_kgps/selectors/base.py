@@ -70,7 +70,8 @@ class FromPretrainedMixin:
     def from_state_file(
         cls: type[_SelectorT], location: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]
     ) -> _SelectorT:
-        """The selector a state file read from `location` holds, if it is a `cls`; else a `ValueError` naming the fix."""
+        """The selector a state file read from `location` holds, if it is a `cls`; else a `ValueError` naming the
+        fix."""
         state = _state_file.selector_state(location, arrays, meta, cls)
         try:
             return cls.from_state_dict(state)

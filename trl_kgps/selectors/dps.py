@@ -276,7 +276,8 @@ def _times(A: np.ndarray, pi: np.ndarray) -> np.ndarray:
 
 
 def _transitions(A: np.ndarray) -> np.ndarray:
-    """\\(T = A / \\mathbf{1}^T A\\): the expected transition matrices of counts `A` `(n, 3, 3)`, columns summing to 1."""
+    """\\(T = A / \\mathbf{1}^T A\\): the expected transition matrices of counts `A` `(n, 3, 3)`, columns summing to
+    1."""
     return A / A.sum(axis=1, keepdims=True)
 
 

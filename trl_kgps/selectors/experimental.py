@@ -249,8 +249,8 @@ class ExperimentalSelector(KGPSSelector):
     `KGPSSelector` with the variants of `ExperimentalConfig`, through its extension point: Thompson sampling,
     candidates dealt from passes over the pool, the 'mixed' objective and the utility at the mean
     (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), and
-    the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain `KGPSConfig` it runs as
-    a `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
+    the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain `KGPSConfig` it runs
+    as a `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
     default).

@@ -35,7 +35,8 @@ class PerPromptFilter(PromptBeliefs):
         num_prompts (`int`): `N`.
         initial_variance (`float`): \\(P_0\\), every prompt's logit variance before its first observation.
         observation (`str`): `"logit"` (the paper's Kalman update) or `"binomial"` (the exact posterior's moments).
-        drift_share (`float`): \\(\rho \ge 0\\), the share of each batch's mean change every prompt follows; `0` is off.
+        drift_share (`float`): \\(\rho \ge 0\\), the share of each batch's mean change every prompt follows; `0` is
+            off.
 
     Attributes:
         m (`np.ndarray` of shape `(N,)`, float32): logit means less `drift`.
@@ -126,8 +127,8 @@ class PerPromptFilter(PromptBeliefs):
         """
         if "shared_mu" in state:
             raise ValueError(
-                "state holds a shared factor, but this selector has none (shared_variance=0): build it with the config "
-                "it was saved with."
+                "state holds a shared factor, but this selector has none (shared_variance=0): build it with the "
+                "config it was saved with."
             )
         restored = PerPromptFilter(self.num_prompts, self.initial_variance, self.observation, self.drift_share)
         restored.load_beliefs(state)

@@ -1,7 +1,7 @@
 r"""
 How `KGPSSelector` chooses a batch from its beliefs: `SelectionRule`, the utility
-\\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\) of each prompt, its exact fast top-B (`_ranking`) where beliefs
-change only where observed, and the draw `config.selection` and `config.candidates` ask for (`_draw`).
+\\(A_i = \mathbb{E}[\sigma(\psi_i)(1 - \sigma(\psi_i))]\\) of each prompt, its exact fast top-B (`_ranking`) where
+beliefs change only where observed, and the draw `config.selection` and `config.candidates` ask for (`_draw`).
 
 It is `KGPSSelector`'s extension point for how a batch is chosen: a variant of KGPS subclasses `SelectionRule` and
 names its subclass in `KGPSSelector.rule_class` (`trl_kgps.selectors.experimental` is one).
@@ -27,8 +27,8 @@ class SelectionRule:
     what was observed (`observed`).
 
     This class is the extension point of `KGPSSelector` for how a batch is chosen. A subclass may override, and only
-    these: `points` (the utility's quadrature), `score_bound` and `score` (a prompt's score in the draws), `ranks` (when
-    the exact fast top-B holds), `choose` (the batch), `observed` (what an observation tells the rule), and
+    these: `points` (the utility's quadrature), `score_bound` and `score` (a prompt's score in the draws), `ranks`
+    (when the exact fast top-B holds), `choose` (the batch), `observed` (what an observation tells the rule), and
     `state_dict` and `restored` (what it keeps across a resume, saved in the selector's state). Every method receives
     what it needs; the selector's own attributes are not part of the extension point.
 
@@ -104,7 +104,8 @@ class SelectionRule:
         return self.score(indices) * self.row_weight[indices]
 
     def candidates(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """`ceil(candidates * batch_size)` prompts drawn at random, or every prompt not excluded with `candidates=0`."""
+        """`ceil(candidates * batch_size)` prompts drawn at random, or every prompt not excluded with
+        `candidates=0`."""
         if self.config.candidates > 0:
             count = math.ceil(self.config.candidates * batch_size)
             return random_candidates(self.num_prompts, count, excluded, rng)

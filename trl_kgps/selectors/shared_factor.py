@@ -23,10 +23,12 @@ so every prompt's logit variance grows by \\(Q\\) (\\(\lVert z_i \rVert = 1\\)),
 Update, for a batch of prompts \\(i\\) with \\(s_i\\) successes in \\(k_i\\) rollouts:
 
 1. each prompt's exact binomial posterior from its marginal prior \\(\mathcal{N}(a_i, S_i)\\),
-   \\(a_i = z_i^T\mu + m_i\\), \\(S_i = z_i^T \Sigma z_i + P_i\\), moment-matched to \\(\mathcal{N}(\hat a_i, \hat S_i)\\)
-   (`_binomial.posterior_moments`), is written as the Gaussian pseudo-observation that gives the same update,
+   \\(a_i = z_i^T\mu + m_i\\), \\(S_i = z_i^T \Sigma z_i + P_i\\), moment-matched to
+   \\(\mathcal{N}(\hat a_i, \hat S_i)\\) (`_binomial.posterior_moments`), is written as the Gaussian pseudo-observation
+   that gives the same update,
 
-       y_i = psi_i + e_i,   e_i ~ N(0, R_i),   1 / R_i = 1 / S_i_hat - 1 / S_i,   y_i = a_i + (a_i_hat - a_i) S_i / (S_i - S_i_hat);
+       y_i = psi_i + e_i,   e_i ~ N(0, R_i),   1 / R_i = 1 / S_i_hat - 1 / S_i,
+       y_i = a_i + (a_i_hat - a_i) S_i / (S_i - S_i_hat);
 
 2. the pseudo-observations update \\(\beta\\) exactly (the batch's residuals integrated out). The prompts of one row
    \\(z\\) all observe \\(z^T \beta\\), so they pool into one observation of precision \\(w = \sum_i 1 / (P_i + R_i)\\)
@@ -39,7 +41,8 @@ Update, for a batch of prompts \\(i\\) with \\(s_i\\) successes in \\(k_i\\) rol
 
 3. each residual becomes its exact marginal under the joint posterior,
 
-       g_i = P_i / (P_i + R_i),   m_i <- m_i + g_i (y_i - z_i^T mu_new - m_i),   P_i <- (1 - g_i) P_i + g_i^2 z_i^T Sigma_new z_i.
+       g_i = P_i / (P_i + R_i),   m_i <- m_i + g_i (y_i - z_i^T mu_new - m_i),
+       P_i <- (1 - g_i) P_i + g_i^2 z_i^T Sigma_new z_i.
 
 After one batch from a factorised belief, every marginal is the exact joint posterior's (given the pseudo-
 observations): every prompt's mean, \\(\beta\\)'s moments, and the variance of every prompt the batch did not hold.
@@ -205,8 +208,8 @@ def _as_feature(name: str, values, num_prompts: int) -> np.ndarray:
         ) from None
     if array.shape[:1] != (num_prompts,):
         raise ValueError(
-            f"feature {name!r} has {array.shape[0] if array.ndim else 'no'} values for {num_prompts} prompts: give one "
-            "value per prompt of the train dataset, in its order."
+            f"feature {name!r} has {array.shape[0] if array.ndim else 'no'} values for {num_prompts} prompts: give "
+            "one value per prompt of the train dataset, in its order."
         )
     if array.dtype == object:
         missing = [i for i, v in enumerate(array.tolist()) if v is None or (isinstance(v, float) and v != v)]
@@ -422,8 +425,8 @@ class SharedFactor:
         self, indices: np.ndarray, m: np.ndarray, P: np.ndarray, s: np.ndarray, k: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         r"""
-        Updates \\(\beta\\) with a batch of binomial outcomes and returns the batch's residuals' posterior marginals (see
-        the module's docstring).
+        Updates \\(\beta\\) with a batch of binomial outcomes and returns the batch's residuals' posterior marginals
+        (see the module's docstring).
 
         Args:
             indices (`np.ndarray` of shape `(n,)`, int64): distinct prompts, each with `k > 0`.

@@ -6,7 +6,8 @@ The shared filter, KGPS's default: each prompt's logit is a part shared across p
 updated by the exact binomial observation, with the residual prior \\(\tau^2\\) of the prompts not yet seen learnt
 online (empirical Bayes).
 
-    predict:   Sigma <- Sigma + rho Q I,   P_i <- P_i + (1 - rho) Q     rho = noise_share: each logit variance grows by Q
+    predict:   Sigma <- Sigma + rho Q I,   P_i <- P_i + (1 - rho) Q     rho = noise_share: each logit variance grows
+               by Q
     update:    a prompt seen for the first time starts from P_i = tau^2; `SharedFactor.update` moves beta by each
                prompt's exact binomial posterior and gives each residual its marginal under the joint posterior
                (the equations: `shared_factor.py`)
@@ -85,7 +86,8 @@ class SharedFilter(PromptBeliefs):
         return (variance + self.factor.moments()[1] + self.unseen_extra * ~self.seen).astype(np.float32)
 
     def moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The logit mean and variance of `indices` (shape `(n,)`), shared part included: each float64 of shape `(n,)`."""
+        """The logit mean and variance of `indices` (shape `(n,)`), shared part included: each float64 of shape
+        `(n,)`."""
         m = self.m[indices].astype(np.float64)
         P = self.P[indices].astype(np.float64) + self.c
         shared_mean, shared_variance = self.factor.moments(indices)
