@@ -343,7 +343,8 @@ class KGPSSelector(FromPretrainedMixin):
     def state_dict(self) -> dict[str, Any]:
         """
         Everything needed to continue bit for bit: the beliefs, the variance offset and the generator's state, with
-        the config and seed the selector was built with (`from_state_dict` builds a selector from them).
+        the config and seed the selector was built with (`from_state_dict` builds a selector from them), its state
+        version and the release that wrote it (`trl_kgps`, which `older_states` reads).
 
         The variance of prompt `i` is `variance_base[i] + variance_offset`; they are saved apart because their
         float32 sum is not exactly what the filter continues from.
