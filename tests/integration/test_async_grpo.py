@@ -492,7 +492,7 @@ def _iterate(self, start):
         (
             "_score_group",
             _score_two,
-            r"`_AsyncRolloutLoop\._score_group` \(wrapped: each group's rewards reach KGPS\) "
+            r"`_AsyncRolloutLoop\._score_group` \(wrapped: each group's rewards reach KGPS .*\) "
             r"has changed: it takes \(group, weights\), where KGPS relies on \(group\)",
         ),
         ("_repeat_iterator", _iterate, r"`_AsyncRolloutLoop\._repeat_iterator` .* it takes \(start\)"),
