@@ -14,13 +14,16 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import trl_kgps
+
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = ["quickstart.ipynb", "compare_selectors.ipynb"]
 COLAB = "https://colab.research.google.com/github/trl-kgps/trl-kgps/blob/main/notebooks/"
 OFFLINE_CPU = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 SMOKE_ENV = {"TRL_KGPS_SMOKE": "1", **OFFLINE_CPU}
-INSTALL = '    %pip install -q "trl-kgps[demo] @ git+https://github.com/trl-kgps/trl-kgps"'
+# What the notebook installs where trl-kgps is not installed: the one install command (tests/unit/test_install.py).
+INSTALL = f'    %pip install -q "trl-kgps[demo] @ git+https://github.com/trl-kgps/trl-kgps@v{trl_kgps.__version__}"'
 
 
 def execute(name, directory, probe, env=SMOKE_ENV, drop=()):
