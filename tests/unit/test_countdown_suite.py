@@ -181,9 +181,11 @@ def test_the_committed_countdown_warm_start_is_the_one_its_record_describes():
 def test_each_countdown_regime_trains_at_the_rate_its_committed_sweep_chose():
     sys.path.insert(0, str(BENCHMARKS.parent))
     from benchmarks import lr_sweep
+    from benchmarks.realcpu import results_file
 
-    path = BENCHMARKS / "results" / "lr_sweep_countdown" / lr_sweep.SCHEDULE / "lr_sweep.json"
-    results = json.loads(path.read_text())
+    results = results_file.load(
+        str(BENCHMARKS / "results" / "lr_sweep_countdown" / lr_sweep.SCHEDULE / "lr_sweep.json")
+    )
     assert results["schedule"] == lr_sweep.SCHEDULE and results["seeds"] == list(lr_sweep.TUNING_SEEDS)
     assert set(results["regimes"]) == set(COUNTDOWN)
     for name, regime in COUNTDOWN.items():
