@@ -9,7 +9,8 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
   `offline_filter` in the five sums regimes merged from `practice_0_4/` (run on the same machine; the suite's
   committed `uniform` ran on another CPU, whose kernels move a run at these learning rates by up to 0.006 at its
   end);
-- `countdown`, once its runs are committed: every method in the three Countdown regimes, seeds 0-4.
+- `countdown`: every method in the Countdown regimes, seeds 0-4 (those whose curves are committed);
+- `countdown_held_back`: the same on the seeds held back from every choice (5-9, as many as have run).
 
 The offline filter's profiling (8 samples of every prompt before training) is counted in its rollouts.
 """
@@ -20,12 +21,17 @@ from benchmarks.realcpu.report import paired
 
 
 # What it reads (INDEX.json lists each role's files): a table each, Countdown's once its runs are committed.
-ROLES = {"sums": "the five sums regimes, seeds 0-4, one machine", "countdown": "the Countdown regimes, seeds 0-4"}
-OPTIONAL = ("countdown",)
-# Each table: its title, and the methods it pairs (`None`: all), those run on the one machine.
+ROLES = {
+    "sums": "the five sums regimes, seeds 0-4, one machine",
+    "countdown": "the Countdown regimes, seeds 0-4",
+    "countdown_held_back": "the Countdown regimes, the seeds held back (5-9)",
+}
+OPTIONAL = ("countdown", "countdown_held_back")
+# Each table: its title (`{seeds}`: the seeds uniform ran), and the methods it pairs (`None`: all).
 TABLES = {
     "sums": ("Sums, seeds 0-4 (one machine)", ("uniform", "one_line", "gaussian", "insight", "offline_filter")),
     "countdown": ("Countdown, seeds 0-4", None),
+    "countdown_held_back": ("Countdown, held-back seeds {seeds}", None),
 }
 PEERS = ("uniform", "gaussian", "insight", "offline_filter", "mopps", "greso", "dps", "arcus", "kgps_per_prompt")
 
@@ -82,5 +88,6 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     lines = ["# The one line against what practitioners do", "", f"`{command}`, seeds 0-4.", ""]
     for role, (title, methods) in TABLES.items():
         if role in runs:
-            lines += table(kept(runs[role], methods), title)
+            seeds = sorted({int(s) for by_method in runs[role].values() for s in by_method.get("uniform", {})})
+            lines += table(kept(runs[role], methods), title.format(seeds=", ".join(map(str, seeds))))
     return "\n".join(lines), {}
