@@ -21,8 +21,9 @@ def decided(config):
     return {name: getattr(config, name) for name in WITH_METADATA}
 
 
-def trainer_for(tmp_path, tokenizer, rows, config, **args):
-    kgps = KGPSCallback(config)
+def trainer_for(tmp_path, tokenizer, rows, config=None, kgps=None, **args):
+    """A GRPOTrainer on `rows` with `kgps`, or `KGPSCallback(config)`, and the callback."""
+    kgps = KGPSCallback(config) if kgps is None else kgps
     trainer = trl.GRPOTrainer(
         model=build_model(tokenizer),
         reward_funcs=StepReward(),
@@ -134,15 +135,7 @@ def test_a_callback_given_only_a_selector_runs_with_its_config_and_a_replaced_co
 
     rows = prompt_dataset(16)
     selector = KGPSSelector(16, KGPSConfig(success_threshold=0.9, warmup_epochs=1, feature_columns=[]))
-    kgps = KGPSCallback(selector=selector)
-    trainer = trl.GRPOTrainer(
-        model=build_model(tokenizer),
-        reward_funcs=StepReward(),
-        args=trainer_args(tmp_path, max_steps=2, per_device_train_batch_size=8),
-        train_dataset=rows,
-        processing_class=tokenizer,
-        callbacks=[kgps],
-    )
+    trainer, kgps = trainer_for(tmp_path, tokenizer, rows, kgps=KGPSCallback(selector=selector))
     trainer.train()
     # The engine scores rewards and warms up by the selector's config, the one the run reports.
     assert kgps.engine.rule.threshold == 0.9 and kgps.ledger.warmup_batches == 16 // kgps.ledger.batch_size > 0
