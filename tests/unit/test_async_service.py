@@ -5,6 +5,7 @@ counted twice is refused before anything changes; a restart hands out the pendin
 """
 
 import queue
+import time
 from multiprocessing.connection import Client
 
 import numpy as np
@@ -165,6 +166,12 @@ def test_a_failing_service_stops_the_worker_before_the_worker_learns_of_the_fail
         with Client(address, authkey=served.authkey) as worker:
             score_first_batch(worker, lambda position: np.array([[np.inf]] * G))
             kind, message = worker.recv()
+            for _ in range(200):  # the service has failed: what the worker sends next meets no broken pipe
+                if stopped:
+                    break
+                time.sleep(0.01)
+            worker.send(("choose",))
+            assert worker.recv()[0] == "error" and worker.recv() == (kind, message)
         assert kind == "error" and "returned inf" in message
         assert len(stopped) == 1 and isinstance(stopped[0], ValueError)
     finally:

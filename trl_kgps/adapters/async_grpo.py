@@ -170,10 +170,20 @@ class SelectionService:
                 self.error = error
                 if self.stop_worker is not None:
                     self.stop_worker()
-                try:
-                    connection.send(("error", f"{type(error).__name__}: {error}"))
-                except OSError:
-                    pass
+                self._refuse_until_the_worker_ends(connection, f"{type(error).__name__}: {error}")
+
+    @staticmethod
+    def _refuse_until_the_worker_ends(connection, message: str) -> None:
+        """Answers the worker's next request, and every one after, with `("error", message)`, reading what it sends
+        until its process ends: a connection closed at once would meet the worker's next send as a broken pipe, which
+        hides the cause."""
+        try:
+            connection.send(("error", message))
+            while True:
+                if connection.recv()[0] == "choose":
+                    connection.send(("error", message))
+        except (EOFError, OSError):
+            pass
 
     def _serve_connection(self, connection) -> None:
         while True:  # until the worker's process ends: every group it reported is read, even after `stop()`
