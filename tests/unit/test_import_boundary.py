@@ -171,3 +171,14 @@ def test_the_command_lines_offer_the_built_in_selectors_whatever_was_imported_an
     lines = result.stdout.splitlines()
     assert lines[:3] == [str(built_in), str(sorted(built_in)), "mine"], result.stderr
     assert "argument --selector: invalid choice: 'kgps_experimental'" in result.stderr
+
+
+def test_the_experimental_selector_changes_only_the_documented_extension_point():
+    """What `KGPSSelector`'s docstring names as its extension point is all a variant overrides: the core's private
+    methods are not an API."""
+    from trl_kgps import KGPSSelector
+
+    extension_point = {"config_class", "rule_class", "new_filter", "process_noise"}
+    overridden = {n for n in vars(ExperimentalSelector) if hasattr(KGPSSelector, n) and not n.startswith("__")}
+    assert overridden == extension_point
+    assert all(f"`{name}`" in KGPSSelector.__doc__ for name in extension_point)

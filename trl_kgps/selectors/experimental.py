@@ -271,9 +271,9 @@ class ExperimentalSelector(KGPSSelector):
             raise TypeError(f"config must be a KGPSConfig, got {type(config).__name__}.")
         super().__init__(num_prompts, experimental(config or ExperimentalConfig()), seed, features, rows_per_prompt)
 
-    def _new_filter(self, features):
+    def new_filter(self, features):
         if self.config.shared_variance > 0:
-            return super()._new_filter(features)
+            return super().new_filter(features)
         config = self.config
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
 

@@ -93,7 +93,7 @@ class KGPSSelector(FromPretrainedMixin):
 
     Extension point: a variant of KGPS subclasses `KGPSSelector` and changes these, and only these: `config_class`
     (the `KGPSConfig` subclass holding its own fields), `rule_class` (a `rule.SelectionRule` subclass: how a batch is
-    chosen, and what that keeps in the state), `_new_filter` (the beliefs' filter) and `process_noise` (\\(Q\\)); it
+    chosen, and what that keeps in the state), `new_filter` (the beliefs' filter) and `process_noise` (\\(Q\\)); it
     reads its rule as `self._rule`. It is picked by name once registered (`trl_kgps.register_selector`), and for a
     config of its `config_class` wherever KGPS is asked for. `trl_kgps.selectors.experimental` is one.
 
@@ -154,13 +154,13 @@ class KGPSSelector(FromPretrainedMixin):
                     f"({rows.dtype}): pass each prompt's number of rows (PromptCopies.rows_per_prompt)."
                 )
             row_weight = rows.astype(np.float64) ** config.selection_temperature
-        self._filter = self._new_filter(features)
+        self._filter = self.new_filter(features)
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._rule = self.rule_class(self._filter, config, num_prompts, row_weight)
         self.last_nis = float("nan")  # the normalized innovation squared of the latest `update`, over its prompts
         self._gamma_scale = 1.0  # gamma's calibrated multiplier (process_noise_adaptation)
 
-    def _new_filter(self, features: Any) -> PerPromptFilter | SharedFilter:
+    def new_filter(self, features: Any) -> PerPromptFilter | SharedFilter:
         """
         Extension point: the filter `self.config` asks for, the shared factor's (`shared_variance > 0`) or one per
         prompt, over `self.num_prompts` prompts of `features` (see the class's arguments).
