@@ -9,7 +9,7 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
   `offline_filter` in the five sums regimes merged from `practice_0_4/` (run on the same machine; the suite's
   committed `uniform` ran on another CPU, whose kernels move a run at these learning rates by up to 0.006 at its
   end);
-- `countdown`: every method in the Countdown regimes, seeds 0-4 (those whose curves are committed);
+- `countdown`: every method in the Countdown regimes, every seed run (0-9);
 - `countdown_held_back`: the same on the seeds held back from every choice (5-9, as many as have run).
 
 The offline filter's profiling (8 samples of every prompt before training) is counted in its rollouts.
@@ -23,14 +23,14 @@ from benchmarks.realcpu.report import paired
 # What it reads (INDEX.json lists each role's files): a table each, Countdown's once its runs are committed.
 ROLES = {
     "sums": "the five sums regimes, seeds 0-4, one machine",
-    "countdown": "the Countdown regimes, seeds 0-4",
+    "countdown": "the Countdown regimes, every seed run",
     "countdown_held_back": "the Countdown regimes, the seeds held back (5-9)",
 }
 OPTIONAL = ("countdown", "countdown_held_back")
 # Each table: its title (`{seeds}`: the seeds uniform ran), and the methods it pairs (`None`: all).
 TABLES = {
     "sums": ("Sums, seeds 0-4 (one machine)", ("uniform", "one_line", "gaussian", "insight", "offline_filter")),
-    "countdown": ("Countdown, seeds 0-4", None),
+    "countdown": ("Countdown, seeds {seeds}", None),
     "countdown_held_back": ("Countdown, held-back seeds {seeds}", None),
 }
 PEERS = ("uniform", "gaussian", "insight", "offline_filter", "mopps", "greso", "dps", "arcus", "kgps_per_prompt")
@@ -51,6 +51,17 @@ def cell(values: list[float]) -> str:
     return f"{values.mean():+.3f} ± {se:.3f}"
 
 
+def oracle_share(runs: dict) -> str:
+    """The one line's mean edge over uniform as a share of the oracle's, where the oracle's is at least 2 SE above
+    zero (elsewhere there is no edge to share)."""
+    oracle = np.asarray(paired(runs)["oracle"]["difference"])
+    mean, se = oracle.mean(), oracle.std() / np.sqrt(max(oracle.size - 1, 1))
+    if mean < 2 * se or mean <= 0:
+        return f"none to share (the oracle's {mean:+.3f} ± {se:.3f})"
+    line = np.mean(paired(runs)["one_line"]["difference"])
+    return f"{100 * line / mean:.0f} % (the oracle's {mean:+.3f} ± {se:.3f})"
+
+
 def table(runs: dict, title: str) -> list[str]:
     """The one line minus each peer, and each method minus uniform, per regime."""
     regimes = list(runs)
@@ -69,6 +80,10 @@ def table(runs: dict, title: str) -> list[str]:
     for method in methods:
         row = [cell(paired(runs[r])[method]["difference"]) if method in runs[r] else "–" for r in regimes]
         lines.append(f"| {method} | " + " | ".join(row) + " |")
+    if all("oracle" in runs[r] for r in regimes):
+        lines += ["", "The one line's edge over uniform as a share of the oracle's: " + ", ".join(
+            f"`{r}` {oracle_share(runs[r])}" for r in regimes
+        )]  # fmt: skip
     rollouts = [
         f"`{r}` {np.mean([s['rollouts'][-1] for s in runs[r]['offline_filter'].values()]):,.0f}"
         for r in regimes
@@ -85,7 +100,7 @@ def table(runs: dict, title: str) -> list[str]:
 def render(runs: dict, command: str) -> tuple[str, dict]:
     """The verdict's markdown, a table for each role of `TABLES` in `runs` (`runs[regime][method][seed]`), in the
     order `TABLES` names them, and its figures (none)."""
-    lines = ["# The one line against what practitioners do", "", f"`{command}`, seeds 0-4.", ""]
+    lines = ["# The one line against what practitioners do", "", f"`{command}`", ""]
     for role, (title, methods) in TABLES.items():
         if role in runs:
             seeds = sorted({int(s) for by_method in runs[role].values() for s in by_method.get("uniform", {})})

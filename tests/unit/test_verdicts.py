@@ -227,3 +227,17 @@ def test_the_practice_verdict_pairs_the_methods_run_on_one_machine_where_uniform
     text, figures = practice.render({"sums": runs}, "python benchmarks/verdict.py practice")
     assert "## Sums" in text and "## Countdown" not in text and "mopps" not in text and figures == {}
     assert "| uniform | +0.030 ± 0.000 |" in text
+
+
+def test_the_one_lines_share_of_the_oracles_edge_is_given_only_where_the_oracle_has_one():
+    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
+    seeds = ("0", "1", "2", "3")
+    runs = {
+        "uniform": {s: run(0.5) for s in seeds},
+        "oracle": {s: run(0.5 + d) for s, d in zip(seeds, (0.02, 0.03, 0.01, 0.02))},
+        "one_line": {s: run(0.5 + d) for s, d in zip(seeds, (0.01, 0.02, 0.01, 0.02))},
+    }
+    # the oracle's edge 0.02, SE sqrt(0.0001 / 2) / sqrt(3) = 0.0041 (over 2 SE); the one line's 0.015: 75 %
+    assert practice.oracle_share(runs) == "75 % (the oracle's +0.020 ± 0.004)"
+    runs["oracle"] = {s: run(0.5 + d) for s, d in zip(seeds, (0.03, -0.02, 0.01, 0.0))}  # 0.005 ± 0.010
+    assert practice.oracle_share(runs) == "none to share (the oracle's +0.005 ± 0.010)"
