@@ -167,6 +167,9 @@ def ds_learning_rate(ds_by_scale: dict, line_by_scale: dict) -> list[str]:
     for scale, runs in ds_by_scale.items():
         row = []
         for regime in TRUE_COLUMN:
+            if DS not in runs.get(regime, {}):
+                row.append("–")
+                continue
             text = f"{finals(runs[regime], DS).mean():.4f}"
             row.append(f"**{text}**" if best[regime][0] == scale else text)
         lines.append(f"| {DS} at {scale:g}x the tuned rate | " + " | ".join(row) + " |")
@@ -256,6 +259,34 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
         + " |"
     )
     return lines, shortfalls
+
+
+def share_at_ds_best(runs: dict, ds_by_scale: dict) -> list[str]:
+    """
+    Per rollout against DS at its own best rate (seeds 0-2): the rollouts the one line needs to reach the final of DS
+    at the multiple of the tuned rate where DS ends best (`best_rates`), read off the one line's runs of their own
+    length at the tuned rate, as a share of that DS run's rollouts.
+    """
+    row = []
+    for regime in TRUE_COLUMN:
+        scale = best_rates(ds_by_scale, DS, regime)[0]
+        best = ds_by_scale[scale][regime][DS]
+        needed, beyond = [], 0
+        for seed in TUNING_SEEDS:
+            spent, target = final_point(best[seed])
+            reach = rollouts_to_reach(*own_length_curve(runs[regime], "one_line", seed), target)
+            if np.isfinite(reach):
+                needed.append(reach / spent)
+            else:
+                beyond += 1
+        share = np.asarray(needed)
+        if beyond:
+            reached = f"{100 * share.mean():.0f} % on {share.size}" if share.size else "never"
+            text = f"{reached}; beyond its 3x run on {beyond} of {len(TUNING_SEEDS)} seeds"
+        else:
+            text = f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})"
+        row.append(f"{text}, DS at {scale:g}x")
+    return [f"| the same against {DS} at its own best rate, seeds 0-2 | " + " | ".join(row) + " |"]
 
 
 def plot_own_length(runs: dict, path: str) -> None:
@@ -363,6 +394,7 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     sections += ["", "## DS with rounds of 3B prompts (DAPO's recipe), per optimizer step", ""]
     sections += rounds_of_3b(runs["rounds_of_3B"])
     rows, short = per_rollout(runs["per_rollout"])
+    rows.insert(5, share_at_ds_best(runs["per_rollout"], ds_by_scale)[0])
     sections += ["", "## Per rollout, from runs of their own length", "", *rows]
     shortfalls += short
     rows, decision = allocation(runs["allocation"])
