@@ -20,7 +20,9 @@ know what no real selector can:
   (`ONE_LINE`: `prompt`, `answer` and the regime's `level`; or `prompt` and `answer` alone); `one_line_by_row` the
   one line keeping one belief per row, copies of a prompt apart (`KGPSConfig(prompt_key=None)`), and
   `one_line_no_metadata_by_row` the same without the `level` column; `one_line_prior` the one line starting from
-  a regime's `solve_rate` column (`KGPSConfig(prior_column="solve_rate")`);
+  a regime's `solve_rate` column (`KGPSConfig(prior_column="solve_rate")`), and `one_line_profiled` starting from
+  the warm start's profiled pass rates as `offline_filter` measures them (a `pass_rate` column,
+  `KGPSConfig(prior_column="pass_rate")`; its profiling counted as `offline_filter`'s is);
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
@@ -81,6 +83,7 @@ ONE_LINE = {
     "one_line_by_row": ("prompt", "answer", "level"),
     "one_line_no_metadata_by_row": ("prompt", "answer"),
     "one_line_prior": ("prompt", "answer", "level", "solve_rate"),
+    "one_line_profiled": ("prompt", "answer", "level"),
     "one_line_adaptive_q": ("prompt", "answer", "level"),
     "one_line_gamma_1": ("prompt", "answer", "level"),
     "one_line_fixed_gamma": ("prompt", "answer", "level"),
@@ -93,6 +96,7 @@ ONE_LINE_CONFIGS = {
     "one_line_by_row": KGPSConfig(prompt_key=None),
     "one_line_no_metadata_by_row": KGPSConfig(prompt_key=None),
     "one_line_prior": KGPSConfig(prior_column="solve_rate"),
+    "one_line_profiled": KGPSConfig(prior_column="pass_rate"),
     "one_line_adaptive_q": ExperimentalConfig(process_noise_adaptation=0.05),
     "one_line_gamma_1": KGPSConfig(gamma=1.0, process_noise_adaptation=0.0),
     "one_line_fixed_gamma": KGPSConfig(process_noise_adaptation=0.0),
@@ -103,6 +107,8 @@ ONE_LINE_CONFIGS = {
 PRACTICE = ("gaussian", "insight", "offline_filter")
 # The samples per prompt `offline_filter` profiles the warm start with, and its draws' stream (the run's seed first).
 PROFILE_SAMPLES, PROFILE_STREAM = 8, 8
+# The methods that profile the warm start so, before training: the filter, and the one line starting from the profile.
+PROFILED = ("offline_filter", "one_line_profiled")
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
@@ -379,8 +385,8 @@ def profiled_pass_rates(setting, model, seed: int) -> np.ndarray:
 
 
 def profiling_rollouts(method: str, setting) -> int:
-    """The rollouts `method` spent before training: `PROFILE_SAMPLES` per distinct prompt for `offline_filter`."""
-    return PROFILE_SAMPLES * _distinct_prompts(setting.train)[0] if base_method(method) == "offline_filter" else 0
+    """The rollouts `method` spent before training: `PROFILE_SAMPLES` per distinct prompt for those `PROFILED`."""
+    return PROFILE_SAMPLES * _distinct_prompts(setting.train)[0] if base_method(method) in PROFILED else 0
 
 
 def policy_embeddings(model, tokenizer, prompts, batch_size: int = 256) -> np.ndarray:

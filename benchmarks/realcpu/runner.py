@@ -81,6 +81,8 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
     model = copy.deepcopy(setting.model)
     selector, config = methods.build(method, setting, model, seed)
     train = methods.dataset_for(method, setting.train)
+    if methods.base_method(method) == "one_line_profiled":  # the warm start's profiled pass rates, as a user's column
+        train = train.add_column("pass_rate", methods.profiled_pass_rates(setting, model, seed).tolist())
     if getattr(config, "feature_columns", None) == ["embedding"]:  # the warm start's own prompt embeddings
         embeddings = methods.policy_embeddings(model, setting.tokenizer, train["prompt"])
         train = train.add_column("embedding", embeddings.tolist())

@@ -314,6 +314,22 @@ def test_the_one_line_sees_a_users_columns_and_finds_the_level_never_the_answer_
     assert methods.build("one_line", None, None, 0) == (None, KGPSConfig())
 
 
+def test_the_one_line_from_the_profile_reads_the_filters_profile_and_counts_its_rollouts():
+    from types import SimpleNamespace
+
+    from trl_kgps import KGPSConfig
+
+    train, _ = setting.splits(setting.ALL_REGIMES["base"])
+    pool = SimpleNamespace(train=train)  # 512 distinct prompts, 8 profiling samples each
+    assert methods.profiling_rollouts("one_line_profiled", pool) == methods.profiling_rollouts("offline_filter", pool)
+    assert (
+        methods.profiling_rollouts("offline_filter", pool) == 8 * 512
+        and methods.profiling_rollouts("one_line", pool) == 0
+    )
+    assert methods.build("one_line_profiled", None, None, 0) == (None, KGPSConfig(prior_column="pass_rate"))
+    assert methods.dataset_for("one_line_profiled", train).column_names == ["prompt", "answer", "level"]
+
+
 def _committed(curve, fingerprint, packages):
     return {
         "environment": {"packages": packages, "python": "3.11.7", "cpu": "a CPU", "cpu_capability": "AVX512"},
