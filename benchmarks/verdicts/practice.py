@@ -10,7 +10,10 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
   committed `uniform` ran on another CPU, whose kernels move a run at these learning rates by up to 0.006 at its
   end);
 - `countdown`: every method in the Countdown regimes, every seed run (0-9);
-- `countdown_held_back`: the same on the seeds held back from every choice (5-9, as many as have run).
+- `countdown_held_back`: the same on the seeds held back from every choice (5-9, as many as have run);
+- `profiled`: `one_line_profiled` (the one line starting from the offline filter's profile, as
+  `KGPSConfig(prior_column="pass_rate")`) beside uniform, the one line and the filter on the same seeds, in the
+  regimes of both families it ran in.
 
 The offline filter's profiling (8 samples of every prompt before training) is counted in its rollouts.
 """
@@ -25,8 +28,10 @@ ROLES = {
     "sums": "the five sums regimes, seeds 0-4, one machine",
     "countdown": "the Countdown regimes, every seed run",
     "countdown_held_back": "the Countdown regimes, the seeds held back (5-9)",
+    "profiled": "the one line from the profile, with the runs it is paired with",
 }
-OPTIONAL = ("countdown", "countdown_held_back")
+OPTIONAL = ("countdown", "countdown_held_back", "profiled")
+PROFILED = "one_line_profiled"
 # Each table: its title (`{seeds}`: the seeds uniform ran), and the methods it pairs (`None`: all).
 TABLES = {
     "sums": ("Sums, seeds 0-4 (one machine)", ("uniform", "one_line", "gaussian", "insight", "offline_filter")),
@@ -97,6 +102,20 @@ def table(runs: dict, title: str) -> list[str]:
     return lines + [""]
 
 
+def profiled(runs: dict) -> list[str]:
+    """`PROFILED` minus uniform, the one line and the offline filter (the same profile, filtered), in each regime
+    it ran in, paired by seed."""
+    regimes = [r for r in runs if PROFILED in runs[r]]
+    lines = ["## The profile as the prior, not a filter", ""]
+    lines += ["| one_line_profiled minus | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
+    lines.append("|---" * (len(regimes) + 1) + "|")
+    for baseline in ("uniform", "one_line", "offline_filter"):
+        row = [cell(paired(runs[r], baseline=baseline)[PROFILED]["difference"]) for r in regimes]
+        lines.append(f"| {baseline} | " + " | ".join(row) + " |")
+    seeds = sorted({int(s) for r in regimes for s in runs[r][PROFILED]})
+    return lines + ["", f"Seeds {', '.join(map(str, seeds))}; its profiling counted as the filter's.", ""]
+
+
 def render(runs: dict, command: str) -> tuple[str, dict]:
     """The verdict's markdown, a table for each role of `TABLES` in `runs` (`runs[regime][method][seed]`), in the
     order `TABLES` names them, and its figures (none)."""
@@ -105,4 +124,6 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
         if role in runs:
             seeds = sorted({int(s) for by_method in runs[role].values() for s in by_method.get("uniform", {})})
             lines += table(kept(runs[role], methods), title.format(seeds=", ".join(map(str, seeds))))
+    if "profiled" in runs:
+        lines += profiled(runs["profiled"])
     return "\n".join(lines), {}

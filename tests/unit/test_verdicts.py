@@ -241,3 +241,20 @@ def test_the_one_lines_share_of_the_oracles_edge_is_given_only_where_the_oracle_
     assert practice.oracle_share(runs) == "75 % (the oracle's +0.020 ± 0.004)"
     runs["oracle"] = {s: run(0.5 + d) for s, d in zip(seeds, (0.03, -0.02, 0.01, 0.0))}  # 0.005 ± 0.010
     assert practice.oracle_share(runs) == "none to share (the oracle's +0.005 ± 0.010)"
+
+
+def test_the_profile_as_the_prior_is_paired_with_uniform_the_one_line_and_the_filter_where_it_ran():
+    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
+    finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_profiled": 0.54}
+    runs = {
+        "base": {m: {"0": run(f), "1": run(f + 0.01 * (m == "one_line_profiled"))} for m, f in finals.items()},
+        "groups_of_4": {m: {"0": run(f)} for m, f in finals.items() if m != "one_line_profiled"},  # not run there
+    }
+    lines = practice.profiled(runs)
+    assert lines[2] == "| one_line_profiled minus | `base` |"
+    # per seed +0.04/+0.05 over uniform, +0.02/+0.03 over the one line, -0.01/0.00 against the filter
+    assert lines[4:7] == [
+        "| uniform | +0.045 ± 0.005 |",
+        "| one_line | +0.025 ± 0.005 |",
+        "| offline_filter | -0.005 ± 0.005 |",
+    ]
