@@ -21,6 +21,7 @@ The offline filter's profiling (8 samples of every prompt before training) is co
 import numpy as np
 
 from benchmarks.realcpu.report import paired
+from benchmarks.verdicts.one_line import mean_se
 
 
 # What it reads (INDEX.json lists each role's files): a table each, Countdown's once its runs are committed.
@@ -59,11 +60,11 @@ def cell(values: list[float]) -> str:
 def oracle_share(runs: dict) -> str:
     """The one line's mean edge over uniform as a share of the oracle's, where the oracle's is at least 2 SE above
     zero (elsewhere there is no edge to share)."""
-    oracle = np.asarray(paired(runs)["oracle"]["difference"])
-    mean, se = oracle.mean(), oracle.std() / np.sqrt(max(oracle.size - 1, 1))
+    pairs = paired(runs)
+    mean, se = mean_se(np.asarray(pairs["oracle"]["difference"]))
     if mean < 2 * se or mean <= 0:
         return f"none to share (the oracle's {mean:+.3f} ± {se:.3f})"
-    line = np.mean(paired(runs)["one_line"]["difference"])
+    line = np.mean(pairs["one_line"]["difference"])
     return f"{100 * line / mean:.0f} % (the oracle's {mean:+.3f} ± {se:.3f})"
 
 

@@ -201,6 +201,28 @@ def beside_the_one_line(runs: dict, method: str, curves: dict) -> np.ndarray:
     return np.asarray([final - np.interp(spent, *curves[s]) for s, (spent, final) in ran.items()])
 
 
+def share_to_reach(curves: dict, ds_runs: dict) -> tuple[str, float, int]:
+    """
+    Per seed of `curves` (`own_length_curve`): the rollouts the one line needs to reach the final accuracy of that
+    seed's DS run (`ds_runs[seed]`), as a share of the DS run's rollouts. Returns the table's text, the mean share
+    over the seeds that reach it (NaN if none does) and how many seeds never reach it within the one line's runs.
+    """
+    needed, beyond = [], 0
+    for seed, curve in curves.items():
+        spent, target = final_point(ds_runs[seed])
+        reach = rollouts_to_reach(*curve, target)
+        if np.isfinite(reach):
+            needed.append(reach / spent)
+        else:
+            beyond += 1
+    share = np.asarray(needed)
+    mean = float(share.mean()) if share.size else float("nan")
+    if beyond:
+        reached = f"{100 * mean:.0f} % on {share.size}" if share.size else "never"
+        return f"{reached}; beyond its 3x run on {beyond} of {len(curves)} seeds", mean, beyond
+    return f"{100 * mean:.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})", mean, beyond
+
+
 def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
     """
     Per rollout, from runs of their own length: the rollouts the one line needs to reach DS's final accuracy (the
@@ -224,23 +246,10 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
         seeds = sorted(
             (s for s in runs[regime][DS] if all(s in runs[regime].get(m, {}) for m in OWN_LENGTH["one_line"])), key=int
         )
-        needed, beyond = [], 0
         curves = {seed: own_length_curve(runs[regime], "one_line", seed) for seed in seeds}
-        for seed in seeds:
-            x, y = curves[seed]
-            spent, target = final_point(runs[regime][DS][seed])
-            reach = rollouts_to_reach(x, y, target)
-            if np.isfinite(reach):
-                needed.append(reach / spent)
-            else:
-                beyond += 1
-        share = np.asarray(needed)
-        if beyond:
-            reached = f"{100 * share.mean():.0f} % on {share.size}" if share.size else "never"
-            shares.append(f"{reached}; beyond its 3x run on {beyond} of {len(seeds)} seeds")
-        else:
-            shares.append(f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})")
-        if beyond or share.mean() > ROLLOUT_SHARE:
+        text, share, beyond = share_to_reach(curves, runs[regime][DS])
+        shares.append(text)
+        if beyond or share > ROLLOUT_SHARE:
             shortfalls.append(
                 f"per rollout in `{regime}`: the one line reaches DS's final with {shares[-1]} of DS's rollouts "
                 f"(goal at most {100 * ROLLOUT_SHARE:.0f} %)"
@@ -270,22 +279,8 @@ def share_at_ds_best(runs: dict, ds_by_scale: dict) -> list[str]:
     row = []
     for regime in TRUE_COLUMN:
         scale = best_rates(ds_by_scale, DS, regime)[0]
-        best = ds_by_scale[scale][regime][DS]
-        needed, beyond = [], 0
-        for seed in TUNING_SEEDS:
-            spent, target = final_point(best[seed])
-            reach = rollouts_to_reach(*own_length_curve(runs[regime], "one_line", seed), target)
-            if np.isfinite(reach):
-                needed.append(reach / spent)
-            else:
-                beyond += 1
-        share = np.asarray(needed)
-        if beyond:
-            reached = f"{100 * share.mean():.0f} % on {share.size}" if share.size else "never"
-            text = f"{reached}; beyond its 3x run on {beyond} of {len(TUNING_SEEDS)} seeds"
-        else:
-            text = f"{100 * share.mean():.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})"
-        row.append(f"{text}, DS at {scale:g}x")
+        curves = {seed: own_length_curve(runs[regime], "one_line", seed) for seed in TUNING_SEEDS}
+        row.append(f"{share_to_reach(curves, ds_by_scale[scale][regime][DS])[0]}, DS at {scale:g}x")
     return [f"| the same against {DS} at its own best rate, seeds 0-2 | " + " | ".join(row) + " |"]
 
 
