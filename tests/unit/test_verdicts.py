@@ -167,6 +167,22 @@ def test_per_rollout_reads_each_run_at_its_end_and_interpolates_between_runs_of_
     assert f"{0.67 - (0.66 + 0.02 * 4_400 / 12_800):+.4f}" in rows[6]
 
 
+def test_the_share_against_ds_at_its_best_rate_reads_the_ds_run_of_the_best_multiple():
+    end = lambda rollouts, accuracy: {  # noqa: E731
+        "rollouts": [0, rollouts], "heldout_accuracy": [0.3, accuracy], "summary": {"final_heldout_accuracy": accuracy}
+    }  # fmt: skip
+    seeds = rollouts.TUNING_SEEDS
+    line = {m: {s: end(r, a) for s in seeds} for m, r, a in
+            (("one_line", 12_800, 0.60), ("one_line_x2", 25_600, 0.66), ("one_line_long", 38_400, 0.68))}  # fmt: skip
+    ds = lambda final: {r: {"uniform_ds": {s: end(40_000, final) for s in seeds}} for r in rollouts.TRUE_COLUMN}  # noqa: E731
+    # DS ends at 0.65 at the tuned rate and 0.66 at twice it: its best is 2x, whose final the one line reaches at
+    # its 2x run's 25,600 rollouts, 64 % of DS's 40,000; at 0.69 (1.41x) it never would
+    row = rollouts.share_at_ds_best(dict.fromkeys(rollouts.TRUE_COLUMN, line), {1.0: ds(0.65), 2.0: ds(0.66)})[0]
+    assert row.count("64 ± 0 % (3), DS at 2x") == len(rollouts.TRUE_COLUMN)
+    row = rollouts.share_at_ds_best(dict.fromkeys(rollouts.TRUE_COLUMN, line), {1.0: ds(0.65), 1.41: ds(0.69)})[0]
+    assert row.count("never; beyond its 3x run on 3 of 3 seeds, DS at 1.41x") == len(rollouts.TRUE_COLUMN)
+
+
 @pytest.mark.parametrize("sizes_final, enters", [(0.75, True), (0.66, False)])
 def test_allocation_enters_the_library_only_if_its_ceiling_saves_a_tenth_of_the_oracles_rollouts(sizes_final, enters):
     curve = lambda final: {"steps": [0, 400], "rollouts": [0, 12_800], "heldout_accuracy": [0.3, final]}  # noqa: E731
