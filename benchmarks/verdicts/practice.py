@@ -8,12 +8,15 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
 - `sums`: `practice_0_4_same_machine/`, `uniform` and the one line on seeds 0-4, with `gaussian`, `insight` and
   `offline_filter` in the five sums regimes merged from `practice_0_4/` (run on the same machine; the suite's
   committed `uniform` ran on another CPU, whose kernels move a run at these learning rates by up to 0.006 at its
-  end);
+  end), and `practice_5_9/`, all five on seeds 5-9 on a machine of the same kind;
+- `sums_held_back`: the same on the seeds held back from every choice (5-9);
 - `countdown`: every method in the Countdown regimes, every seed run (0-9);
 - `countdown_held_back`: the same on the seeds held back from every choice (5-9, as many as have run);
 - `profiled`: `one_line_profiled` (the one line starting from the offline filter's profile, as
   `KGPSConfig(prior_column="pass_rate")`) beside uniform, the one line and the filter on the same seeds, in the
-  regimes of both families it ran in.
+  regimes of both families it ran in, on every seed run and on the held-back seeds;
+- `countdown_learning_rate`: uniform, the one line and the offline filter in the Countdown regimes at half, one and
+  twice the tuned rate, by multiple, on seeds no choice was made on (10-14).
 
 The offline filter's profiling (8 samples of every prompt before training) is counted in its rollouts.
 """
@@ -26,16 +29,21 @@ from benchmarks.verdicts.one_line import mean_se
 
 # What it reads (INDEX.json lists each role's files): a table each, Countdown's once its runs are committed.
 ROLES = {
-    "sums": "the five sums regimes, seeds 0-4, one machine",
+    "sums": "the five sums regimes, every seed run, one kind of machine",
+    "sums_held_back": "the five sums regimes, the seeds held back (5-9)",
     "countdown": "the Countdown regimes, every seed run",
     "countdown_held_back": "the Countdown regimes, the seeds held back (5-9)",
     "profiled": "the one line from the profile, with the runs it is paired with",
+    "countdown_learning_rate": "the Countdown regimes at multiples of the tuned rate, by multiple, unseen seeds",
 }
-OPTIONAL = ("countdown", "countdown_held_back", "profiled")
+OPTIONAL = ("sums_held_back", "countdown", "countdown_held_back", "profiled", "countdown_learning_rate")
 PROFILED = "one_line_profiled"
+HELD_BACK = 5
+SUMS_METHODS = ("uniform", "one_line", "gaussian", "insight", "offline_filter")
 # Each table: its title (`{seeds}`: the seeds uniform ran), and the methods it pairs (`None`: all).
 TABLES = {
-    "sums": ("Sums, seeds 0-4 (one machine)", ("uniform", "one_line", "gaussian", "insight", "offline_filter")),
+    "sums": ("Sums, every seed run (one kind of machine)", SUMS_METHODS),
+    "sums_held_back": ("Sums, held-back seeds {seeds}", SUMS_METHODS),
     "countdown": ("Countdown, every seed run", None),
     "countdown_held_back": ("Countdown, held-back seeds {seeds}", None),
 }
@@ -108,11 +116,21 @@ def table(runs: dict, title: str) -> list[str]:
     return lines + [""]
 
 
-def profiled(runs: dict) -> list[str]:
+def held_back(runs: dict) -> dict:
+    """`runs[regime][method][seed]` on the seeds held back from every choice (`HELD_BACK` and after) alone."""
+    return {
+        regime: {m: {s: run for s, run in seeds.items() if int(s) >= HELD_BACK} for m, seeds in by_method.items()}
+        for regime, by_method in runs.items()
+    }
+
+
+def profiled(runs: dict, title: str = "The profile as the prior, not a filter") -> list[str]:
     """`PROFILED` minus uniform, the one line and the offline filter (the same profile, filtered), in each regime
-    it ran in, paired by seed."""
-    regimes = [r for r in runs if PROFILED in runs[r]]
-    lines = ["## The profile as the prior, not a filter", ""]
+    it ran in, paired by seed (none where it ran on none of `runs`' seeds)."""
+    regimes = [r for r in runs if runs[r].get(PROFILED)]
+    if not regimes:
+        return []
+    lines = [f"## {title}", ""]
     lines += ["| one_line_profiled minus | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
     lines.append("|---" * (len(regimes) + 1) + "|")
     for baseline in ("uniform", "one_line", "offline_filter"):
@@ -120,6 +138,30 @@ def profiled(runs: dict) -> list[str]:
         lines.append(f"| {baseline} | " + " | ".join(row) + " |")
     seeds = sorted({int(s) for r in regimes for s in runs[r][PROFILED]})
     return lines + ["", f"Seeds {', '.join(map(str, seeds))}; its profiling counted as the filter's.", ""]
+
+
+def learning_rate(by_scale: dict) -> list[str]:
+    """At each multiple of the tuned rate (`by_scale[multiple][regime][method][seed]`): uniform's final held-out
+    accuracy (mean ± SE over seeds), and the one line minus uniform and minus each other method run beside them,
+    paired by seed."""
+    scales = sorted(by_scale, key=float)
+    regimes = list(by_scale[scales[0]])
+    seeds = sorted({int(s) for runs in by_scale.values() for r in runs.values() for s in r["uniform"]})
+    lines = [
+        f"## Countdown at {', '.join(f'{float(x):g}' for x in scales)} times the tuned rate, seeds "
+        f"{', '.join(map(str, seeds))} (run after every choice)",
+        "",
+        "| | " + " | ".join(f"`{r}`" for r in regimes) + " |",
+        "|---" * (len(regimes) + 1) + "|",
+    ]
+    for scale in scales:
+        runs = by_scale[scale]
+        finals = [cell([run["heldout_accuracy"][-1] for run in runs[r]["uniform"].values()]) for r in regimes]
+        lines.append(f"| {float(scale):g}x: uniform's final | " + " | ".join(f.lstrip("+") for f in finals) + " |")
+        for peer in [m for m in runs[regimes[0]] if m != "one_line"]:
+            row = [cell(paired(runs[r], baseline=peer)["one_line"]["difference"]) for r in regimes]
+            lines.append(f"| {float(scale):g}x: the one line minus {peer} | " + " | ".join(row) + " |")
+    return lines + [""]
 
 
 def render(runs: dict, command: str) -> tuple[str, dict]:
@@ -131,5 +173,8 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
             seeds = sorted({int(s) for by_method in runs[role].values() for s in by_method.get("uniform", {})})
             lines += table(kept(runs[role], methods), title.format(seeds=", ".join(map(str, seeds))))
     if "profiled" in runs:
-        lines += profiled(runs["profiled"])
+        lines += profiled(runs["profiled"], "The profile as the prior, not a filter: every seed run")
+        lines += profiled(held_back(runs["profiled"]), "The profile as the prior, on the held-back seeds")
+    if "countdown_learning_rate" in runs:
+        lines += learning_rate(runs["countdown_learning_rate"])
     return "\n".join(lines), {}

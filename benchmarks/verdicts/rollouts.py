@@ -15,7 +15,8 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.rollouts`, in order of prec
 from before the one line learnt gamma (its `one_line_ds` and per-rollout runs kept gamma fixed too). Beside them, each
 from runs of their own (`benchmarks/RECORD.md`, "Dynamic sampling made fair"): DS at 0.71, 1.41 and 2 times the tuned
 rate (`ds_learning_rate`); DS with rounds of `3B` prompts (`rounds_of_3B`); the view per rollout, each run read at its
-end (`per_rollout`: the one line at 2 and 3 times the steps, DS at half); and an allocation oracle (`allocation`; not a ceiling).
+end (`per_rollout`: the one line at 2 and 3 times the steps, DS at half; `countdown_per_rollout`: the same in the
+Countdown regimes, beside their suite's runs); and an allocation oracle (`allocation`; not a ceiling).
 The same comparison at the suite's earlier, untuned learning rate, with a per-rollout view read part-way through a
 stretched schedule, is kept as it was measured in `benchmarks/results/lr_1e-4/rollouts_verdict.md` (written by this
 verdict's script of commit f92f09e).
@@ -35,9 +36,12 @@ ROLES = {
     "rounds_of_3B": "DS with rounds of 3B prompts, with the runs they are paired with",
     "per_rollout": "runs of their own length, with the runs they are paired with",
     "allocation": "the allocation oracle, with the runs it is paired with",
+    "countdown_per_rollout": "the same runs of their own length in the Countdown regimes, with DS and the one line",
 }
+OPTIONAL = ("countdown_per_rollout",)
 DS = "uniform_ds"
 HELD_BACK = 5
+COUNTDOWN = ("countdown", "countdown_out_of_reach", "countdown_mostly_solved")
 # The paper's claim: at or above DS after the same steps, with at most this share of DS's rollouts.
 ROLLOUT_SHARE = 0.30
 PLOTTED = ("uniform", "uniform_ds", "one_line", "one_line_ds")
@@ -223,17 +227,21 @@ def share_to_reach(curves: dict, ds_runs: dict) -> tuple[str, float, int]:
     return f"{100 * mean:.0f} ± {100 * mean_se(share)[1]:.0f} % ({share.size})", mean, beyond
 
 
-def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
+def per_rollout(
+    runs: dict, regimes: tuple[str, ...] = TRUE_COLUMN, also: tuple[str, ...] = ()
+) -> tuple[list[str], list[str]]:
     """
     Per rollout, from runs of their own length: the rollouts the one line needs to reach DS's final accuracy (the
     one line's final accuracy against its rollouts, over its runs of 1, 2 and 3 times the steps, linearly
-    interpolated), as a share of DS's; and the one line at the rollouts of DS's half-length run, minus that run.
+    interpolated), as a share of DS's, followed by the rows `also` (the same share against other DS runs); the one
+    line at the rollouts of DS's half-length run, minus that run; and, where `one_line_ds` ran, it minus the one line
+    at its rollouts.
     """
-    header = "| | " + " | ".join(f"`{r}`" for r in TRUE_COLUMN) + " |"
-    lines, shortfalls = [header, "|---" * (len(TRUE_COLUMN) + 1) + "|"], []
+    header = "| | " + " | ".join(f"`{r}`" for r in regimes) + " |"
+    lines, shortfalls = [header, "|---" * (len(regimes) + 1) + "|"], []
     for method, multiples in (("one_line", "1, 2, 3"), (DS, "1/2, 1")):
         row = []
-        for regime in TRUE_COLUMN:
+        for regime in regimes:
             cells = []
             for m in OWN_LENGTH[method]:
                 seeds = sorted(runs[regime].get(m, {}), key=int)
@@ -242,7 +250,7 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
             row.append(", ".join(cells))
         lines.append(f"| {method}, runs of {multiples} x the steps: final at rollouts | " + " | ".join(row) + " |")
     shares, halves, kept = [], [], []
-    for regime in TRUE_COLUMN:
+    for regime in regimes:
         seeds = sorted(
             (s for s in runs[regime][DS] if all(s in runs[regime].get(m, {}) for m in OWN_LENGTH["one_line"])), key=int
         )
@@ -255,18 +263,21 @@ def per_rollout(runs: dict) -> tuple[list[str], list[str]]:
                 f"(goal at most {100 * ROLLOUT_SHARE:.0f} %)"
             )
         halves.append(cell(-beside_the_one_line(runs[regime], "uniform_ds_half", curves)))
-        kept.append(cell(beside_the_one_line(runs[regime], "one_line_ds", curves)))
+        if "one_line_ds" in runs[regime]:
+            kept.append(cell(beside_the_one_line(runs[regime], "one_line_ds", curves)))
     lines.append(
         f"| rollouts the one line needs to reach {DS}'s final, share of {DS}'s | " + " | ".join(shares) + " |"
     )
+    lines += also
     lines.append(
         "| the one line at the rollouts of DS's half-length run, minus that run | " + " | ".join(halves) + " |"
     )
-    lines.append(
-        "| one_line_ds minus the one line at one_line_ds's rollouts (the filter per rollout) | "
-        + " | ".join(kept)
-        + " |"
-    )
+    if kept:
+        lines.append(
+            "| one_line_ds minus the one line at one_line_ds's rollouts (the filter per rollout) | "
+            + " | ".join(kept)
+            + " |"
+        )
     return lines, shortfalls
 
 
@@ -388,10 +399,13 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     sections = ["", "## DS at its own best learning rate", "", *ds_learning_rate(ds_by_scale, line_by_scale)]
     sections += ["", "## DS with rounds of 3B prompts (DAPO's recipe), per optimizer step", ""]
     sections += rounds_of_3b(runs["rounds_of_3B"])
-    rows, short = per_rollout(runs["per_rollout"])
-    rows.insert(5, share_at_ds_best(runs["per_rollout"], ds_by_scale)[0])
+    rows, short = per_rollout(runs["per_rollout"], also=share_at_ds_best(runs["per_rollout"], ds_by_scale))
     sections += ["", "## Per rollout, from runs of their own length", "", *rows]
     shortfalls += short
+    if "countdown_per_rollout" in runs:
+        rows, short = per_rollout(runs["countdown_per_rollout"], COUNTDOWN)
+        sections += ["", "## Countdown, per rollout, from runs of their own length", "", *rows]
+        shortfalls += short
     rows, decision = allocation(runs["allocation"])
     sections += [
         "",

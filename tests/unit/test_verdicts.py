@@ -274,3 +274,53 @@ def test_the_profile_as_the_prior_is_paired_with_uniform_the_one_line_and_the_fi
         "| one_line | +0.025 ± 0.005 |",
         "| offline_filter | -0.005 ± 0.005 |",
     ]
+
+
+def test_the_profile_as_the_prior_on_the_held_back_seeds_pairs_those_seeds_alone():
+    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
+    finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_profiled": 0.54}
+    # seed 5 (held back) ends 0.02 higher for the profiled run than seed 0 does
+    runs = {"base": {m: {"0": run(f), "5": run(f + 0.02 * (m == "one_line_profiled"))} for m, f in finals.items()}}
+    lines = practice.profiled(practice.held_back(runs), "held back")
+    assert lines[4:7] == ["| uniform | +0.060 ± 0.000 |", "| one_line | +0.040 ± 0.000 |",
+                          "| offline_filter | +0.010 ± 0.000 |"]  # fmt: skip
+    assert lines[-2] == "Seeds 5; its profiling counted as the filter's."
+    assert practice.profiled(practice.held_back({"base": {m: {"0": run(f)} for m, f in finals.items()}})) == []
+
+
+def test_the_countdown_learning_rate_table_pairs_the_one_line_with_each_method_at_each_multiple():
+    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
+    seeds = ("10", "11")
+
+    def at(uniform, line, filtered):
+        methods = {"uniform": uniform, "one_line": line, "offline_filter": filtered}
+        return {"countdown": {m: {s: run(f[i]) for i, s in enumerate(seeds)} for m, f in methods.items()}}
+
+    # at the tuned rate the one line ends +0.01, +0.03 over uniform; at twice it -0.02, 0.00
+    lines = practice.learning_rate({
+        "2": at((0.30, 0.32), (0.28, 0.32), (0.31, 0.33)),
+        "1": at((0.33, 0.35), (0.34, 0.38), (0.33, 0.37)),
+    })  # fmt: skip
+    assert lines[0] == "## Countdown at 1, 2 times the tuned rate, seeds 10, 11 (run after every choice)"
+    assert lines[4:7] == [
+        "| 1x: uniform's final | 0.340 ± 0.010 |",
+        "| 1x: the one line minus uniform | +0.020 ± 0.010 |",
+        "| 1x: the one line minus offline_filter | +0.010 ± 0.000 |",
+    ]
+    assert lines[8] == "| 2x: the one line minus uniform | -0.010 ± 0.010 |"
+
+
+def test_per_rollout_on_countdown_names_its_regimes_and_leaves_out_the_filter_per_rollout_where_it_did_not_run():
+    end = lambda rollouts, accuracy: {"rollouts": [0, rollouts], "heldout_accuracy": [0.3, accuracy]}  # noqa: E731
+    regime = {
+        "one_line": {"0": end(12_800, 0.30)},
+        "one_line_x2": {"0": end(25_600, 0.32)},
+        "one_line_long": {"0": end(38_400, 0.33)},
+        "uniform_ds_half": {"0": end(20_000, 0.31)},
+        "uniform_ds": {"0": end(40_000, 0.31)},
+    }
+    rows, shortfalls = rollouts.per_rollout(dict.fromkeys(rollouts.COUNTDOWN, regime), rollouts.COUNTDOWN)
+    assert rows[0] == "| | `countdown` | `countdown_out_of_reach` | `countdown_mostly_solved` |"
+    # DS's 0.31 is reached halfway from 12.8k to 25.6k: 19,200 rollouts, 48 % of DS's 40k
+    assert "48 ± 0 % (1)" in rows[4] and len(rows) == 6 and len(shortfalls) == 3
+    assert "`countdown_mostly_solved`" in shortfalls[-1]
