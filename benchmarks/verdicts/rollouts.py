@@ -404,7 +404,9 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     shortfalls += short
     if "countdown_per_rollout" in runs:
         rows, short = per_rollout(runs["countdown_per_rollout"], COUNTDOWN)
-        sections += ["", "## Countdown, per rollout, from runs of their own length", "", *rows]
+        seeds = sorted({s for r in COUNTDOWN for s in runs["countdown_per_rollout"][r]["one_line_long"]}, key=int)
+        sections += ["", f"## Countdown, per rollout, from runs of their own length, seeds {', '.join(seeds)}", ""]
+        sections += rows
         shortfalls += short
     rows, decision = allocation(runs["allocation"])
     sections += [
