@@ -27,7 +27,7 @@ from benchmarks.realcpu.report import paired
 from benchmarks.verdicts.one_line import mean_se
 
 
-# What it reads (INDEX.json lists each role's files): a table each, Countdown's once its runs are committed.
+# What it reads (INDEX.json lists each role's files): a table each where its runs are committed.
 ROLES = {
     "sums": "the five sums regimes, every seed run, one kind of machine",
     "sums_held_back": "the five sums regimes, the seeds held back (5-9)",
@@ -156,8 +156,12 @@ def learning_rate(by_scale: dict) -> list[str]:
     ]
     for scale in scales:
         runs = by_scale[scale]
-        finals = [cell([run["heldout_accuracy"][-1] for run in runs[r]["uniform"].values()]) for r in regimes]
-        lines.append(f"| {float(scale):g}x: uniform's final | " + " | ".join(f.lstrip("+") for f in finals) + " |")
+        finals = [
+            mean_se(np.asarray([run["heldout_accuracy"][-1] for run in runs[r]["uniform"].values()])) for r in regimes
+        ]
+        lines.append(
+            f"| {float(scale):g}x: uniform's final | " + " | ".join(f"{m:.3f} ± {se:.3f}" for m, se in finals) + " |"
+        )
         for peer in [m for m in runs[regimes[0]] if m != "one_line"]:
             row = [cell(paired(runs[r], baseline=peer)["one_line"]["difference"]) for r in regimes]
             lines.append(f"| {float(scale):g}x: the one line minus {peer} | " + " | ".join(row) + " |")

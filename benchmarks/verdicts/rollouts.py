@@ -13,7 +13,7 @@ its standard error (SE = std / sqrt(n - 1), numpy's std).
 Its runs (`benchmarks/results/INDEX.json`, `verdicts.rollouts`, in order of precedence): `dynamic_sampling_0_4/` and
 `dynamic_sampling_5_9/` (`uniform_ds`, `one_line_ds`), and the one line's and uniform's runs of the one-line verdict
 from before the one line learnt gamma (its `one_line_ds` and per-rollout runs kept gamma fixed too). Beside them, each
-from runs of their own (`benchmarks/RECORD.md`, "Dynamic sampling made fair"): DS at 0.71, 1.41 and 2 times the tuned
+from runs of their own (`benchmarks/RECORD.md`, "Dynamic sampling made fair"): DS at 0.71 to 4 times the tuned
 rate (`ds_learning_rate`); DS with rounds of `3B` prompts (`rounds_of_3B`); the view per rollout, each run read at its
 end (`per_rollout`: the one line at 2 and 3 times the steps, DS at half; `countdown_per_rollout`: the same in the
 Countdown regimes, beside their suite's runs); and an allocation oracle (`allocation`; not a ceiling).
@@ -21,6 +21,8 @@ The same comparison at the suite's earlier, untuned learning rate, with a per-ro
 stretched schedule, is kept as it was measured in `benchmarks/results/lr_1e-4/rollouts_verdict.md` (written by this
 verdict's script of commit f92f09e).
 """
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -228,7 +230,7 @@ def share_to_reach(curves: dict, ds_runs: dict) -> tuple[str, float, int]:
 
 
 def per_rollout(
-    runs: dict, regimes: tuple[str, ...] = TRUE_COLUMN, also: tuple[str, ...] = ()
+    runs: dict, regimes: tuple[str, ...] = TRUE_COLUMN, also: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
     """
     Per rollout, from runs of their own length: the rollouts the one line needs to reach DS's final accuracy (the
