@@ -60,9 +60,9 @@ def kept(runs: dict, methods: tuple[str, ...] | None) -> dict:
 
 
 def cell(values: list[float]) -> str:
-    values = np.asarray(values)
-    se = values.std() / np.sqrt(max(len(values) - 1, 1))
-    return f"{values.mean():+.3f} ± {se:.3f}"
+    """`mean ± SE` of `values` (`mean_se`) to 3 decimals, signed."""
+    mean, se = mean_se(np.asarray(values))
+    return f"{mean:+.3f} ± {se:.3f}"
 
 
 def oracle_share(runs: dict) -> str:

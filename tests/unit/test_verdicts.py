@@ -41,6 +41,11 @@ def results(tmp_path, name: str, regimes: dict) -> str:
     return str(path)
 
 
+def ending(final: float, rollouts: int = 12_800) -> dict:
+    """A run of 400 steps that spent `rollouts` and ends at held-out accuracy `final`, from 0.3."""
+    return {"steps": [0, 400], "rollouts": [0, rollouts], "heldout_accuracy": [0.3, final]}
+
+
 def test_the_first_file_holding_a_run_gives_it(tmp_path):
     first, second = {"heldout_accuracy": [0.5]}, {"heldout_accuracy": [0.6]}
     a = results(tmp_path, "a.json", {"base": {"uniform": {"0": first}}})
@@ -145,15 +150,14 @@ def test_the_rollouts_verdict_pairs_the_rollouts_spent_by_seed():
 
 
 def test_per_rollout_reads_each_run_at_its_end_and_interpolates_between_runs_of_their_own_length():
-    end = lambda rollouts, accuracy: {"rollouts": [0, rollouts], "heldout_accuracy": [0.3, accuracy]}  # noqa: E731
     # the one line: 0.60 at 12.8k, 0.66 at 25.6k, 0.68 at 38.4k; DS: 0.62 at 16k (half its steps), 0.65 at 40k
     regime = {
-        "one_line": {"0": end(12_800, 0.60)},
-        "one_line_x2": {"0": end(25_600, 0.66)},
-        "one_line_long": {"0": end(38_400, 0.68)},
-        "uniform_ds_half": {"0": end(16_000, 0.62)},
-        "uniform_ds": {"0": end(40_000, 0.65)},
-        "one_line_ds": {"0": end(30_000, 0.67)},
+        "one_line": {"0": ending(0.60, 12_800)},
+        "one_line_x2": {"0": ending(0.66, 25_600)},
+        "one_line_long": {"0": ending(0.68, 38_400)},
+        "uniform_ds_half": {"0": ending(0.62, 16_000)},
+        "uniform_ds": {"0": ending(0.65, 40_000)},
+        "one_line_ds": {"0": ending(0.67, 30_000)},
     }
     x, y = rollouts.own_length_curve(regime, "one_line", "0")
     np.testing.assert_array_equal(x, [12_800, 25_600, 38_400])
@@ -168,9 +172,7 @@ def test_per_rollout_reads_each_run_at_its_end_and_interpolates_between_runs_of_
 
 
 def test_the_share_against_ds_at_its_best_rate_reads_the_ds_run_of_the_best_multiple():
-    end = lambda rollouts, accuracy: {  # noqa: E731
-        "rollouts": [0, rollouts], "heldout_accuracy": [0.3, accuracy], "summary": {"final_heldout_accuracy": accuracy}
-    }  # fmt: skip
+    end = lambda rollouts, accuracy: {**ending(accuracy, rollouts), "summary": {"final_heldout_accuracy": accuracy}}  # noqa: E731
     seeds = rollouts.TUNING_SEEDS
     line = {m: {s: end(r, a) for s in seeds} for m, r, a in
             (("one_line", 12_800, 0.60), ("one_line_x2", 25_600, 0.66), ("one_line_long", 38_400, 0.68))}  # fmt: skip
@@ -185,10 +187,9 @@ def test_the_share_against_ds_at_its_best_rate_reads_the_ds_run_of_the_best_mult
 
 @pytest.mark.parametrize("sizes_final, enters", [(0.75, True), (0.66, False)])
 def test_allocation_enters_the_library_only_if_its_ceiling_saves_a_tenth_of_the_oracles_rollouts(sizes_final, enters):
-    curve = lambda final: {"steps": [0, 400], "rollouts": [0, 12_800], "heldout_accuracy": [0.3, final]}  # noqa: E731
     # uniform ends at 0.6; the oracle reaches it at 12,800 * 0.3 / 0.4 = 9,600 rollouts, the ceiling at 12,800 * 0.3
     # / 0.45 = 8,533 (0.89 of the oracle's: enters) or at 12,800 * 0.3 / 0.36 = 10,667 (1.11: stays out)
-    regime = {"uniform": {"0": curve(0.6)}, "oracle": {"0": curve(0.7)}, "oracle_sizes": {"0": curve(sizes_final)}}
+    regime = {"uniform": {"0": ending(0.6)}, "oracle": {"0": ending(0.7)}, "oracle_sizes": {"0": ending(sizes_final)}}
     rows, decision = rollouts.allocation(dict.fromkeys(rollouts.ALLOCATION_REGIMES, regime))
     ratio = (0.3 / (sizes_final - 0.3)) / (0.3 / 0.4)
     assert f"{ratio:.3f} ± 0.000 (1)" in rows[4]
@@ -233,38 +234,35 @@ def test_the_calibration_verdict_pairs_by_seed_and_names_the_fixed_gamma_runs_ap
 
 
 def test_the_practice_verdict_pairs_the_methods_run_on_one_machine_where_uniform_ran():
-    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
     runs = {
-        "base": {"uniform": {"0": run(0.5)}, "one_line": {"0": run(0.53)}, "mopps": {"0": run(0.52)}},
-        "wrong_labels": {"one_line": {"0": run(0.5)}},  # no uniform: no column of the table
+        "base": {"uniform": {"0": ending(0.5)}, "one_line": {"0": ending(0.53)}, "mopps": {"0": ending(0.52)}},
+        "wrong_labels": {"one_line": {"0": ending(0.5)}},  # no uniform: no column of the table
     }
     kept = practice.kept(runs, ("uniform", "one_line"))
-    assert kept == {"base": {"uniform": {"0": run(0.5)}, "one_line": {"0": run(0.53)}}}
+    assert kept == {"base": {"uniform": {"0": ending(0.5)}, "one_line": {"0": ending(0.53)}}}
     text, figures = practice.render({"sums": runs}, "python benchmarks/verdict.py practice")
     assert "## Sums" in text and "## Countdown" not in text and "mopps" not in text and figures == {}
     assert "| uniform | +0.030 ± 0.000 |" in text
 
 
 def test_the_one_lines_share_of_the_oracles_edge_is_given_only_where_the_oracle_has_one():
-    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
     seeds = ("0", "1", "2", "3")
     runs = {
-        "uniform": {s: run(0.5) for s in seeds},
-        "oracle": {s: run(0.5 + d) for s, d in zip(seeds, (0.02, 0.03, 0.01, 0.02))},
-        "one_line": {s: run(0.5 + d) for s, d in zip(seeds, (0.01, 0.02, 0.01, 0.02))},
+        "uniform": {s: ending(0.5) for s in seeds},
+        "oracle": {s: ending(0.5 + d) for s, d in zip(seeds, (0.02, 0.03, 0.01, 0.02))},
+        "one_line": {s: ending(0.5 + d) for s, d in zip(seeds, (0.01, 0.02, 0.01, 0.02))},
     }
     # the oracle's edge 0.02, SE sqrt(0.0001 / 2) / sqrt(3) = 0.0041 (over 2 SE); the one line's 0.015: 75 %
     assert practice.oracle_share(runs) == "75 % (the oracle's +0.020 ± 0.004)"
-    runs["oracle"] = {s: run(0.5 + d) for s, d in zip(seeds, (0.03, -0.02, 0.01, 0.0))}  # 0.005 ± 0.010
+    runs["oracle"] = {s: ending(0.5 + d) for s, d in zip(seeds, (0.03, -0.02, 0.01, 0.0))}  # 0.005 ± 0.010
     assert practice.oracle_share(runs) == "none to share (the oracle's +0.005 ± 0.010)"
 
 
 def test_the_profile_as_the_prior_is_paired_with_uniform_the_one_line_and_the_filter_where_it_ran():
-    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
     finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_profiled": 0.54}
     runs = {
-        "base": {m: {"0": run(f), "1": run(f + 0.01 * (m == "one_line_profiled"))} for m, f in finals.items()},
-        "groups_of_4": {m: {"0": run(f)} for m, f in finals.items() if m != "one_line_profiled"},  # not run there
+        "base": {m: {"0": ending(f), "1": ending(f + 0.01 * (m == "one_line_profiled"))} for m, f in finals.items()},
+        "groups_of_4": {m: {"0": ending(f)} for m, f in finals.items() if m != "one_line_profiled"},  # not run there
     }
     lines = practice.profiled(runs)
     assert lines[2] == "| one_line_profiled minus | `base` |"
@@ -277,24 +275,24 @@ def test_the_profile_as_the_prior_is_paired_with_uniform_the_one_line_and_the_fi
 
 
 def test_the_profile_as_the_prior_on_the_held_back_seeds_pairs_those_seeds_alone():
-    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
     finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_profiled": 0.54}
     # seed 5 (held back) ends 0.02 higher for the profiled run than seed 0 does
-    runs = {"base": {m: {"0": run(f), "5": run(f + 0.02 * (m == "one_line_profiled"))} for m, f in finals.items()}}
+    runs = {
+        "base": {m: {"0": ending(f), "5": ending(f + 0.02 * (m == "one_line_profiled"))} for m, f in finals.items()}
+    }
     lines = practice.profiled(practice.held_back(runs), "held back")
     assert lines[4:7] == ["| uniform | +0.060 ± 0.000 |", "| one_line | +0.040 ± 0.000 |",
                           "| offline_filter | +0.010 ± 0.000 |"]  # fmt: skip
     assert lines[-2] == "Seeds 5; its profiling counted as the filter's."
-    assert practice.profiled(practice.held_back({"base": {m: {"0": run(f)} for m, f in finals.items()}})) == []
+    assert practice.profiled(practice.held_back({"base": {m: {"0": ending(f)} for m, f in finals.items()}})) == []
 
 
 def test_the_countdown_learning_rate_table_pairs_the_one_line_with_each_method_at_each_multiple():
-    run = lambda final: {"heldout_accuracy": [0.3, final], "rollouts": [0, 12_800], "steps": [0, 400]}  # noqa: E731
     seeds = ("10", "11")
 
     def at(uniform, line, filtered):
         methods = {"uniform": uniform, "one_line": line, "offline_filter": filtered}
-        return {"countdown": {m: {s: run(f[i]) for i, s in enumerate(seeds)} for m, f in methods.items()}}
+        return {"countdown": {m: {s: ending(f[i]) for i, s in enumerate(seeds)} for m, f in methods.items()}}
 
     # at the tuned rate the one line ends +0.01, +0.03 over uniform; at twice it -0.02, 0.00
     lines = practice.learning_rate({
@@ -311,13 +309,12 @@ def test_the_countdown_learning_rate_table_pairs_the_one_line_with_each_method_a
 
 
 def test_per_rollout_on_countdown_names_its_regimes_and_leaves_out_the_filter_per_rollout_where_it_did_not_run():
-    end = lambda rollouts, accuracy: {"rollouts": [0, rollouts], "heldout_accuracy": [0.3, accuracy]}  # noqa: E731
     regime = {
-        "one_line": {"0": end(12_800, 0.30)},
-        "one_line_x2": {"0": end(25_600, 0.32)},
-        "one_line_long": {"0": end(38_400, 0.33)},
-        "uniform_ds_half": {"0": end(20_000, 0.31)},
-        "uniform_ds": {"0": end(40_000, 0.31)},
+        "one_line": {"0": ending(0.30, 12_800)},
+        "one_line_x2": {"0": ending(0.32, 25_600)},
+        "one_line_long": {"0": ending(0.33, 38_400)},
+        "uniform_ds_half": {"0": ending(0.31, 20_000)},
+        "uniform_ds": {"0": ending(0.31, 40_000)},
     }
     rows, shortfalls = rollouts.per_rollout(dict.fromkeys(rollouts.COUNTDOWN, regime), rollouts.COUNTDOWN)
     assert rows[0] == "| | `countdown` | `countdown_out_of_reach` | `countdown_mostly_solved` |"
