@@ -18,6 +18,7 @@ python benchmarks/real_cpu.py --combine a/real_cpu.json b/real_cpu.json --out bo
 python benchmarks/real_cpu.py --make_warm_start 1   # retrain warm start 1 (this CPU's bytes, not the committed ones)
 python benchmarks/real_cpu.py --family countdown --methods uniform,one_line,oracle --seeds 0 --out /tmp/countdown
 python benchmarks/real_cpu.py --family countdown --make_warm_start 0   # Countdown's warm start (~1.5 min on a core)
+python benchmarks/real_cpu.py --family countdown --recipe sharpened --make_warm_start 0   # from the sharpened recipe
 ```
 
 Writes `real_cpu.json` (the environment, every run's curves and summary), `real_cpu.md` (the tables) and
@@ -113,6 +114,10 @@ def parse(argv=None) -> argparse.Namespace:
         metavar="SEED",
         help="train the warm start of SEED, write it beside the code, exit",
     )
+    parser.add_argument(
+        "--recipe", default="", choices=sorted({r for recipes in setting.RECIPES.values() for r in recipes}),
+        help="the recipe of the warm start --make_warm_start trains (default: the family's own)",
+    )
     args = parser.parse_args(argv)
     if args.combine and args.out is None:
         raise SystemExit(
@@ -135,7 +140,7 @@ def main(argv=None) -> int:
         return 0 if passed else 1
     if args.make_warm_start is not None:
         torch.set_num_threads(args.threads)
-        print(setting.make_warm_start(args.make_warm_start, family=args.family))
+        print(setting.make_warm_start(args.make_warm_start, family=args.family, recipe=args.recipe))
         return 0
     if args.combine:
         written = results_file.resolve(os.path.join(args.out, "real_cpu.json"))

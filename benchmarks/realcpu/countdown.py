@@ -15,6 +15,10 @@ strings that reach its target, of the policy's teacher-forced probability of tha
 (`exact_success`). The reward is 1 for a correct string and 0 otherwise: the format is fixed (a completion either is
 an operator string of the right length or is wrong), so TinyZero's 0.1 format reward does not apply.
 
+The warm start is shown right operator strings only; the `"sharpened"` recipe (`WARM_START_ACCURACY`) shows the right
+string at a rate set by the number count and otherwise a wrong one drawn uniformly, as the sums' warm start shows right
+answers at a rate set by the level, so that RL has more to sharpen (`warm_start_answers`).
+
 Every target is reachable by construction: it is the value of an operator string drawn uniformly, redrawn until the
 value is an integer in `0..MAX_TARGET`. The level of a puzzle is its count of numbers: 4-number puzzles have four
 times as many strings to choose from and fewer of them right, so they are the harder ones.
@@ -35,6 +39,9 @@ MAX_TARGET = 99
 # The sums' alphabet (`trl_kgps.tasks.arithmetic.ALPHABET`) with the other operators and the space between numbers:
 # a superset, so the sums' tokenizer and warm starts stay as they are.
 VOCABULARY = "0123456789+=" + " -*/"
+# The share of a warm start's examples whose operator string is right, per number count, by recipe (the family's own
+# warm start: all of them).
+WARM_START_ACCURACY = {"sharpened": {3: 0.75, 4: 0.4}}
 _PROMPT = re.compile(r"([1-9](?: [1-9])+)=(\d+)")
 
 
@@ -117,6 +124,27 @@ def distinct_puzzles(count: int, levels: Sequence[int], taken: set, rng: np.rand
         for key, item in zip(columns, (prompt, equation, level)):
             columns[key].append(item)
     return columns
+
+
+def warm_start_answers(
+    prompts: Sequence[str], answers: Sequence[str], recipe: str, rng: np.random.Generator
+) -> list[str]:
+    """
+    The operator strings a warm start of `recipe` is shown for `prompts`: each right answer kept at the rate
+    `WARM_START_ACCURACY[recipe]` gives its number count, otherwise replaced by one of the puzzle's wrong strings drawn
+    uniformly. One uniform draw per example, then one more per replaced example, from `rng`.
+    """
+    if recipe not in WARM_START_ACCURACY:
+        raise ValueError(f"recipe={recipe!r} is not one of {sorted(WARM_START_ACCURACY)}.")
+    shown = []
+    for prompt, right in zip(prompts, answers):
+        numbers, target = parse(prompt)
+        if rng.random() < WARM_START_ACCURACY[recipe][len(numbers)]:
+            shown.append(right)
+            continue
+        wrong = [ops for ops in operator_strings(len(numbers)) if ops not in solutions(numbers, target)]
+        shown.append(wrong[rng.integers(len(wrong))])
+    return shown
 
 
 def countdown_reward(completions: list, answer: list[str], **kwargs) -> list[float]:

@@ -12,8 +12,9 @@ once by `python benchmarks/real_cpu.py --make_warm_start <seed>`. Which warm sta
 two networks trained by the same recipe are two policies, and the suite measures selectors on both.
 
 Two task families: the sums (`trl_kgps.tasks.sharpening`) and Countdown (`benchmarks/realcpu/countdown.py`), each
-with its own tokenizer, warm starts (`warm_start_<seed>.safetensors`, `warm_start_countdown_<seed>.safetensors`),
-pools and held-out set; a regime names its family.
+with its own tokenizer, warm starts (`warm_start_<seed>.safetensors`, `warm_start_countdown_<seed>.safetensors`, and
+`warm_start_countdown_sharpened_<seed>.safetensors` from Countdown's other recipe), pools and held-out set; a regime
+names its family and its warm start's recipe.
 """
 
 import hashlib
@@ -36,6 +37,10 @@ COUNTDOWN_EVAL_PROMPTS = 512
 # (4-number ones for `out_of_reach`, 3-number ones for `solved`) by its warm start's exact success: the ones it solves
 # least, or most. A fixed share of a fixed set, where a threshold would depend on how well one warm start came out.
 COUNTDOWN_CANDIDATES = 4096
+# Each family's warm-start recipes (`Regime.recipe`): `""` its own, and Countdown's `"sharpened"`
+# (`countdown.WARM_START_ACCURACY`), whose wrong strings are drawn from a stream of this seed.
+RECIPES = {"sums": ("",), "countdown": ("", "sharpened")}
+RECIPE_SEED = 11
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class Regime:
             the last step.
         steps (`int`): GRPO steps per run; `snapshot_every`: steps between measurements of the truth.
         warm_start (`int`): the seed of the warm start the policy starts from (its initial weights and batch order).
+        recipe (`str`): what the warm start was shown: `""` its family's own recipe (the sums' answers right at a rate
+            set by the level; Countdown's right operator strings); `"sharpened"` (Countdown) right strings at a rate
+            set by the number count, wrong ones otherwise (`countdown.WARM_START_ACCURACY`).
         prior (`str`): `"fresh"` or `"stale"` adds a `solve_rate` column, each prompt's share right of 8 samples
             (`PRIOR_SAMPLES`) from a warm start's true success rate: the regime's own (fresh), or the other warm
             start's (stale: another policy's pass rates, as a dataset ships them); `""` none.
@@ -82,6 +90,7 @@ class Regime:
     lr_warmup_steps: int = 10
     snapshot_every: int = 20
     warm_start: int = 0
+    recipe: str = ""
     prior: str = ""
     copies: int = 1
     family: str = "sums"
@@ -125,6 +134,11 @@ REGIMES = {
         Regime(
             "countdown_mostly_solved", "the same 512 + the 512 of 4,096 3-number puzzles the warm start solves most",
             family="countdown", solved=512, learning_rate=2e-4,
+        ),
+        Regime(
+            "countdown_sharpened",
+            "the same 512, from a warm start shown right strings 3/4 (3 numbers) and 2/5 (4 numbers) of the time",
+            family="countdown", recipe="sharpened", learning_rate=5.6e-4,
         ),
     )
 }  # fmt: skip
@@ -203,7 +217,7 @@ class Setting:
         return dict(
             train=digest(list(self.train["prompt"]) + list(self.train["answer"])),
             test=digest(list(self.test["prompt"]) + list(self.test["answer"])),
-            warm_start=warm_start_digest(self.regime.warm_start, self.regime.family),
+            warm_start=warm_start_digest(self.regime.warm_start, self.regime.family, self.regime.recipe),
             **({"column": digest(self.train["level"])} if self.regime.column != "level" else {}),
         )
 
@@ -369,14 +383,16 @@ def corrupted_labels(levels: np.ndarray, column: str, rng: np.random.Generator) 
     raise ValueError(f"column={column!r} is not one of {COLUMNS}.")
 
 
-def warm_start_path(seed: int, family: str = "sums") -> str:
+def warm_start_path(seed: int, family: str = "sums", recipe: str = "") -> str:
     """
     The committed warm start of `seed`: `benchmarks/realcpu/warm_start_<seed>.safetensors`, or for Countdown
-    `warm_start_countdown_<seed>.safetensors`.
+    `warm_start_countdown_<seed>.safetensors` (`warm_start_countdown_<recipe>_<seed>.safetensors` from another recipe).
     """
     if family not in FAMILIES:
         raise ValueError(f"family={family!r} is not one of {FAMILIES}.")
-    name = f"warm_start_{seed}" if family == "sums" else f"warm_start_{family}_{seed}"
+    if recipe not in RECIPES[family]:
+        raise ValueError(f"recipe={recipe!r} is not one of {family}'s warm-start recipes {RECIPES[family]}.")
+    name = "_".join(["warm_start"] + [part for part in (family, recipe) if part and part != "sums"] + [str(seed)])
     return os.path.join(HERE, f"{name}.safetensors")
 
 
@@ -389,14 +405,18 @@ def tokenizer_for(family: str):
     return tiny.build_tokenizer() if family == "sums" else countdown.build_tokenizer()
 
 
-def policy(seed: int = 0, family: str = "sums"):
-    """The family's character tokenizer and the committed warm-started policy of `seed` (about 75k parameters)."""
+def policy(seed: int = 0, family: str = "sums", recipe: str = ""):
+    """
+    The family's character tokenizer and the committed warm-started policy of `seed` (about 75k parameters), from
+    `recipe` (`Regime.recipe`).
+    """
 
     from trl_kgps.tasks import tiny
 
-    path = warm_start_path(seed, family)
+    path = warm_start_path(seed, family, recipe)
     if not os.path.exists(path):
-        flag = "--make_warm_start" if family == "sums" else "--family countdown --make_warm_start"
+        flag = "--make_warm_start" if family == "sums" else f"--family {family} --make_warm_start"
+        flag = f"--recipe {recipe} {flag}" if recipe else flag
         raise FileNotFoundError(
             f"{path} is missing: the warm starts ship with the repository; `python benchmarks/real_cpu.py "
             f"{flag} {seed}` trains one again (on this machine's CPU, so not the same bytes)."
@@ -413,7 +433,7 @@ def build(regime: Regime) -> Setting:
 
     from . import countdown
 
-    model, tokenizer = policy(regime.warm_start, regime.family)
+    model, tokenizer = policy(regime.warm_start, regime.family, regime.recipe)
     train, test = splits(regime)
     if regime.prior:
         from trl_kgps.tasks.evaluation import answer_probabilities
@@ -433,18 +453,19 @@ def with_regime(setting: Setting, regime: Regime) -> Setting:
     """
     import dataclasses
 
-    data = ("out_of_reach", "solved", "column", "warm_start", "copies", "prior", "family")
+    data = ("out_of_reach", "solved", "column", "warm_start", "recipe", "copies", "prior", "family")
     if any(getattr(regime, key) != getattr(setting.regime, key) for key in data):
         raise ValueError(f"{regime} trains on other data than {setting.regime}: build its own setting.")
     return dataclasses.replace(setting, regime=regime, grpo=grpo_arguments(regime))
 
 
-def make_warm_start(seed: int = 0, path: str | None = None, family: str = "sums") -> dict:
+def make_warm_start(seed: int = 0, path: str | None = None, family: str = "sums", recipe: str = "") -> dict:
     """
     Trains the warm start of `seed` from its recipe (2,500 supervised steps on sums whose answers are right at a rate
-    set by the level: `trl_kgps.tasks.sharpening`; for Countdown, on a right operator string of puzzles in neither its
-    pool nor its held-out set, `countdown_base`; `seed` sets the initial weights and the batch order) and writes it to
-    `path` (`warm_start_path(seed, family)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see
+    set by the level: `trl_kgps.tasks.sharpening`; for Countdown, on the operator strings of puzzles in neither its
+    pool nor its held-out set, `countdown_base`, all right or, `recipe="sharpened"`, right at a rate set by the number
+    count: `countdown.warm_start_answers`; `seed` sets the initial weights and the batch order) and writes it to
+    `path` (`warm_start_path(seed, family, recipe)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see
     the module docstring): the committed file is the one every run loads.
     """
     import time
@@ -452,14 +473,19 @@ def make_warm_start(seed: int = 0, path: str | None = None, family: str = "sums"
     from benchmarks.realcpu.environment import environment
     from trl_kgps.tasks import sharpening, tiny
 
-    path = path or warm_start_path(seed, family)
+    path = path or warm_start_path(seed, family, recipe)
     tokenizer = tokenizer_for(family)
     model = tiny.build_model(tokenizer, seed=seed)
     if family == "sums":
         _, test, warm = sharpening.make_splits(BASE_POOL, NUM_EVAL_PROMPTS, WARM_START_STEPS * 64, seed=0)
     else:
+        from . import countdown
+
         _, test, _, warm = countdown_base(WARM_START_STEPS * 64)
         test = {key: test[key] for key in ("prompt", "answer")}
+        if recipe:
+            rng = np.random.default_rng(RECIPE_SEED)
+            warm["answer"] = countdown.warm_start_answers(warm["prompt"], warm["answer"], recipe, rng)
     start = time.perf_counter()
     losses = tiny.warm_start(model, tokenizer, warm["prompt"], warm["answer"], WARM_START_STEPS, seed=seed)
     seconds = time.perf_counter() - start
@@ -470,15 +496,15 @@ def make_warm_start(seed: int = 0, path: str | None = None, family: str = "sums"
         environment=environment(),
     )  # fmt: skip
     if family != "sums":  # the sums' records predate these fields and stay as they were written
-        record = dict(family=family, **record, train_s=round(seconds, 1))
+        record = dict(family=family, **({"recipe": recipe} if recipe else {}), **record, train_s=round(seconds, 1))
     with open(os.path.splitext(path)[0] + ".json", "w") as f:
         json.dump(record, f, indent=1)
     return record
 
 
-def warm_start_digest(seed: int = 0, family: str = "sums") -> str | None:
-    """The SHA-256 of the committed warm start of `seed` and `family`, `None` if it is missing."""
-    return _digest(warm_start_path(seed, family))
+def warm_start_digest(seed: int = 0, family: str = "sums", recipe: str = "") -> str | None:
+    """The SHA-256 of the committed warm start of `seed`, `family` and `recipe`, `None` if it is missing."""
+    return _digest(warm_start_path(seed, family, recipe))
 
 
 def _digest(path: str) -> str | None:

@@ -70,6 +70,37 @@ def test_every_puzzle_is_solvable_and_the_splits_are_disjoint():
         assert ops in countdown.solutions(*countdown.parse(prompt))
 
 
+def test_the_sharpened_warm_start_is_shown_right_strings_at_its_rate_and_wrong_ones_drawn_evenly():
+    _, _, _, warm = setting.countdown_base(8000)
+    shown = countdown.warm_start_answers(warm["prompt"], warm["answer"], "sharpened", np.random.default_rng(0))
+    right = {3: [], 4: []}
+    wrong_3 = []  # the wrong strings shown for 3-number puzzles, by their index among the puzzle's wrong ones
+    for prompt, reference, ops in zip(warm["prompt"], warm["answer"], shown):
+        numbers, target = countdown.parse(prompt)
+        right[len(numbers)].append(ops == reference)
+        if ops != reference:  # never another right string: a wrong one, of the right length
+            assert ops in countdown.operator_strings(len(numbers)) and countdown.value(numbers, ops) != target
+        if ops != reference and len(numbers) == 3:
+            wrong = [s for s in countdown.operator_strings(3) if countdown.value(numbers, s) != target]
+            wrong_3.append(wrong.index(ops) / len(wrong))
+    for count, rate in countdown.WARM_START_ACCURACY["sharpened"].items():
+        kept = np.asarray(right[count])
+        assert abs(kept.mean() - rate) < 4 * np.sqrt(rate * (1 - rate) / kept.size), count
+    # uniform among the wrong strings: their relative index is Uniform[0, 1) up to the discreteness of 1/len(wrong)
+    assert abs(np.mean(wrong_3) - 0.5) < 0.05
+    with pytest.raises(ValueError, match="recipe='noisy' is not one of"):
+        countdown.warm_start_answers(warm["prompt"], warm["answer"], "noisy", np.random.default_rng(0))
+
+
+def test_a_warm_starts_file_is_named_by_its_family_recipe_and_seed():
+    assert Path(setting.warm_start_path(1)).name == "warm_start_1.safetensors"
+    assert Path(setting.warm_start_path(0, "countdown")).name == "warm_start_countdown_0.safetensors"
+    path = setting.warm_start_path(0, "countdown", "sharpened")
+    assert Path(path).name == "warm_start_countdown_sharpened_0.safetensors"
+    with pytest.raises(ValueError, match="recipe='sharpened' is not one of sums's warm-start recipes"):
+        setting.warm_start_path(0, "sums", "sharpened")
+
+
 def test_the_reward_accepts_every_string_that_reaches_the_target_and_nothing_else():
     equation = "8/4*2+6=10"  # every one of the 64 strings judged against the value each reaches
     numbers, target = countdown.parse(equation)
@@ -143,10 +174,12 @@ def test_the_countdown_regimes_are_registered_with_their_family_and_the_level_th
 
 # What each Countdown regime trains on: a change in the data or the warm start changes these.
 WARM_START = "5546caa4a621a3d00f1d778d6a429755998693f964a08286a63e624f17aab35b"
+SHARPENED = "e13e9e94a2e111165090cefce6e04a07f558619771174a31be5b89521bd528ca"
 FINGERPRINTS = {
     "countdown": dict(train="414bd918a67b257a", test="a8cfa365584d2bc0", warm_start=WARM_START),
     "countdown_out_of_reach": dict(train="865dbbcf4da53c24", test="a8cfa365584d2bc0", warm_start=WARM_START),
     "countdown_mostly_solved": dict(train="ddaa9fd5366ddfa1", test="a8cfa365584d2bc0", warm_start=WARM_START),
+    "countdown_sharpened": dict(train="414bd918a67b257a", test="a8cfa365584d2bc0", warm_start=SHARPENED),
 }
 
 
@@ -169,11 +202,14 @@ def test_each_countdown_regimes_data_and_warm_start_are_the_committed_ones(name)
     assert not set(built.train["prompt"]) & set(built.test["prompt"])
 
 
-def test_the_committed_countdown_warm_start_is_the_one_its_record_describes():
-    record = json.loads(Path(setting.warm_start_path(0, "countdown")).with_suffix(".json").read_text())
-    assert record["family"] == "countdown" and record["seed"] == 0
-    assert setting.warm_start_digest(0, "countdown") == record["sha256"]
-    built = setting.build(COUNTDOWN["countdown"])
+@pytest.mark.parametrize("name", ["countdown", "countdown_sharpened"])
+def test_each_committed_countdown_warm_start_is_the_one_its_record_describes(name):
+    regime = COUNTDOWN[name]
+    path = setting.warm_start_path(0, "countdown", regime.recipe)
+    record = json.loads(Path(path).with_suffix(".json").read_text())
+    assert record["family"] == "countdown" and record["seed"] == 0 and record.get("recipe", "") == regime.recipe
+    assert setting.warm_start_digest(0, "countdown", regime.recipe) == record["sha256"]
+    built = setting.build(regime)
     heldout = built.true_success(built.model, built.test).mean()
     assert heldout == pytest.approx(record["heldout_accuracy"], abs=1e-4)
 
