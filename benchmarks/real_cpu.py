@@ -115,7 +115,9 @@ def parse(argv=None) -> argparse.Namespace:
         help="train the warm start of SEED, write it beside the code, exit",
     )
     parser.add_argument(
-        "--recipe", default="", choices=sorted({r for recipes in setting.RECIPES.values() for r in recipes}),
+        "--recipe",
+        default="",
+        choices=sorted({r for recipes in setting.RECIPES.values() for r in recipes}),
         help="the recipe of the warm start --make_warm_start trains (default: the family's own)",
     )
     args = parser.parse_args(argv)
