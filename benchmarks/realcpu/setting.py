@@ -101,7 +101,8 @@ class Regime:
 
 
 # Each regime trains at the peak learning rate where uniform ends best (`benchmarks/lr_sweep.py`, seeds 0-2, linear
-# decay: `benchmarks/results/lr_sweep/linear/`, Countdown's `lr_sweep_countdown/linear/`); a regime with a wrong column
+# decay: `benchmarks/results/lr_sweep/linear/`, Countdown's `lr_sweep_countdown/linear/` and
+# `lr_sweep_countdown_sharpened/linear/`); a regime with a wrong column
 # at its twin's.
 REGIMES = {
     regime.name: regime
@@ -138,7 +139,7 @@ REGIMES = {
         Regime(
             "countdown_sharpened",
             "the same 512, from a warm start shown right strings 3/4 (3 numbers) and 2/5 (4 numbers) of the time",
-            family="countdown", recipe="sharpened", learning_rate=5.6e-4,
+            family="countdown", recipe="sharpened", learning_rate=1.1e-3,
         ),
     )
 }  # fmt: skip

@@ -219,13 +219,15 @@ def test_each_countdown_regime_trains_at_the_rate_its_committed_sweep_chose():
     from benchmarks import lr_sweep
     from benchmarks.realcpu import results_file
 
-    results = results_file.load(
-        str(BENCHMARKS / "results" / "lr_sweep_countdown" / lr_sweep.SCHEDULE / "lr_sweep.json")
-    )
-    assert results["schedule"] == lr_sweep.SCHEDULE and results["seeds"] == list(lr_sweep.TUNING_SEEDS)
-    assert set(results["regimes"]) == set(COUNTDOWN)
+    swept = {}  # the three regimes' sweep, and the sharpened warm start's of its own
+    for folder in ("lr_sweep_countdown", "lr_sweep_countdown_sharpened"):
+        results = results_file.load(str(BENCHMARKS / "results" / folder / lr_sweep.SCHEDULE / "lr_sweep.json"))
+        assert results["schedule"] == lr_sweep.SCHEDULE and results["seeds"] == list(lr_sweep.TUNING_SEEDS)
+        assert not set(results["regimes"]) & set(swept)
+        swept |= {name: entry["runs"] for name, entry in results["regimes"].items()}
+    assert set(swept) == set(COUNTDOWN)
     for name, regime in COUNTDOWN.items():
-        runs = results["regimes"][name]["runs"]
+        runs = swept[name]
         assert regime.learning_rate == float(lr_sweep.best_rate(runs)), name
         rates = sorted(runs, key=float)
         assert 0 < rates.index(lr_sweep.best_rate(runs)) < len(rates) - 1, name  # the grid reached past the best
