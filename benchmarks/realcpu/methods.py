@@ -30,7 +30,8 @@ know what no real selector can:
   `uniform_ds_half` is `uniform_ds` trained half the regime's steps, a run of its own length (`RUN_LENGTH`);
 - `one_line_x2`, `one_line_long`: `KGPSCallback()` trained 2 or 3 times the regime's steps (`RUN_LENGTH`), each a run
   of its own length (warmup steps as the regime's, then its schedule over all of its steps): what the one line reaches
-  with the rollouts dynamic sampling spends, read at each run's end;
+  with the rollouts dynamic sampling spends, read at each run's end; `uniform_long` uniform trained 3 times the steps
+  so, beside `one_line_long`;
 - `ds`: dynamic sampling emulated outside the trainer (it screens candidates, then trains on a fresh group of each);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
@@ -119,7 +120,10 @@ DYNAMIC_SAMPLING = {
 # Its rounds' prompts, in batches of `B` (1 unless named here).
 ROUNDS_OF = {"uniform_ds3": 3, "one_line_ds3": 3}
 # A method trained a multiple of the regime's steps, each a run of its own length: its base method and the multiple.
-RUN_LENGTH = {"one_line_x2": ("one_line", 2), "one_line_long": ("one_line", 3), "uniform_ds_half": ("uniform", 0.5)}
+RUN_LENGTH = {
+    "one_line_x2": ("one_line", 2), "one_line_long": ("one_line", 3), "uniform_long": ("uniform", 3),
+    "uniform_ds_half": ("uniform", 0.5),
+}  # fmt: skip
 
 
 def base_method(method: str) -> str:

@@ -219,8 +219,9 @@ def test_build_names_every_suite_method():
 
 def test_a_run_of_its_own_length_trains_a_multiple_of_the_regimes_steps():
     regime = setting.REGIMES["base"]
-    lengths = ("one_line", "one_line_x2", "one_line_long", "uniform_ds", "uniform_ds_half")
-    assert [methods.steps(m, regime) for m in lengths] == [400, 800, 1200, 400, 200]
+    lengths = ("one_line", "one_line_x2", "one_line_long", "uniform_long", "uniform_ds", "uniform_ds_half")
+    assert [methods.steps(m, regime) for m in lengths] == [400, 800, 1200, 1200, 400, 200]
+    assert methods.base_method("uniform_long") == "uniform" and methods.known("uniform_long")
     assert methods.base_method("uniform_ds_half") == "uniform" and "uniform_ds_half" in methods.DYNAMIC_SAMPLING
     assert methods.base_method("one_line_x2") == methods.base_method("one_line_ds3") == "one_line"
     assert methods.ROUNDS_OF.get("uniform_ds3") == 3 and methods.base_method("uniform_ds3") == "uniform"
