@@ -43,7 +43,6 @@ ROLES = {
 OPTIONAL = ("countdown_per_rollout",)
 DS = "uniform_ds"
 HELD_BACK = 5
-COUNTDOWN = ("countdown", "countdown_out_of_reach", "countdown_mostly_solved")
 # The paper's claim: at or above DS after the same steps, with at most this share of DS's rollouts.
 ROLLOUT_SHARE = 0.30
 PLOTTED = ("uniform", "uniform_ds", "one_line", "one_line_ds")
@@ -54,6 +53,7 @@ TUNING_SEEDS = ("0", "1", "2")
 # Runs of their own length (warmup, then the schedule over all of their steps), read at their ends: the one line at
 # 1, 2 and 3 times the regime's steps, DS at a half and at 1 times.
 OWN_LENGTH = {"one_line": ("one_line", "one_line_x2", "one_line_long"), DS: ("uniform_ds_half", DS)}
+LONG = OWN_LENGTH["one_line"][-1]
 # The allocation oracle (`oracle_sizes`) against the oracle's selection alone, where informative prompts are scarce.
 ALLOCATION_REGIMES = ("groups_of_4", "out_of_reach", "mostly_solved")
 # Allocation enters the library only if its oracle reaches uniform's final with this share of the oracle's rollouts
@@ -236,8 +236,8 @@ def per_rollout(
     Per rollout, from runs of their own length: the rollouts the one line needs to reach DS's final accuracy (the
     one line's final accuracy against its rollouts, over its runs of 1, 2 and 3 times the steps, linearly
     interpolated), as a share of DS's, followed by the rows `also` (the same share against other DS runs); the one
-    line at the rollouts of DS's half-length run, minus that run; and, where `one_line_ds` ran, it minus the one line
-    at its rollouts.
+    line at the rollouts of DS's half-length run, minus that run; where `one_line_ds` ran, it minus the one line at
+    its rollouts; and where `uniform_long` ran, the one line minus uniform both trained 3 times the steps.
     """
     header = "| | " + " | ".join(f"`{r}`" for r in regimes) + " |"
     lines, shortfalls = [header, "|---" * (len(regimes) + 1) + "|"], []
@@ -251,7 +251,7 @@ def per_rollout(
                 cells.append(f"{points[:, 1].mean():.3f} at {points[:, 0].mean() / 1000:.1f}k")
             row.append(", ".join(cells))
         lines.append(f"| {method}, runs of {multiples} x the steps: final at rollouts | " + " | ".join(row) + " |")
-    shares, halves, kept = [], [], []
+    shares, halves, kept, long = [], [], [], []
     for regime in regimes:
         seeds = sorted(
             (s for s in runs[regime][DS] if all(s in runs[regime].get(m, {}) for m in OWN_LENGTH["one_line"])), key=int
@@ -267,6 +267,7 @@ def per_rollout(
         halves.append(cell(-beside_the_one_line(runs[regime], "uniform_ds_half", curves)))
         if "one_line_ds" in runs[regime]:
             kept.append(cell(beside_the_one_line(runs[regime], "one_line_ds", curves)))
+        long.append(cell(difference(runs[regime], LONG, "uniform_long")) if "uniform_long" in runs[regime] else "–")
     lines.append(
         f"| rollouts the one line needs to reach {DS}'s final, share of {DS}'s | " + " | ".join(shares) + " |"
     )
@@ -280,6 +281,8 @@ def per_rollout(
             + " | ".join(kept)
             + " |"
         )
+    if set(long) != {"–"}:
+        lines.append("| the one line minus uniform, both trained 3 x the steps | " + " | ".join(long) + " |")
     return lines, shortfalls
 
 
@@ -405,8 +408,9 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     sections += ["", "## Per rollout, from runs of their own length", "", *rows]
     shortfalls += short
     if "countdown_per_rollout" in runs:
-        rows, short = per_rollout(runs["countdown_per_rollout"], COUNTDOWN)
-        seeds = sorted({s for r in COUNTDOWN for s in runs["countdown_per_rollout"][r]["one_line_long"]}, key=int)
+        countdown = tuple(runs["countdown_per_rollout"])
+        rows, short = per_rollout(runs["countdown_per_rollout"], countdown)
+        seeds = sorted({s for r in countdown for s in runs["countdown_per_rollout"][r][LONG]}, key=int)
         sections += ["", f"## Countdown, per rollout, from runs of their own length, seeds {', '.join(seeds)}", ""]
         sections += rows
         shortfalls += short

@@ -316,8 +316,13 @@ def test_per_rollout_on_countdown_names_its_regimes_and_leaves_out_the_filter_pe
         "uniform_ds_half": {"0": ending(0.31, 20_000)},
         "uniform_ds": {"0": ending(0.31, 40_000)},
     }
-    rows, shortfalls = rollouts.per_rollout(dict.fromkeys(rollouts.COUNTDOWN, regime), rollouts.COUNTDOWN)
+    countdown = ("countdown", "countdown_out_of_reach", "countdown_mostly_solved")
+    rows, shortfalls = rollouts.per_rollout(dict.fromkeys(countdown, regime), countdown)
     assert rows[0] == "| | `countdown` | `countdown_out_of_reach` | `countdown_mostly_solved` |"
     # DS's 0.31 is reached halfway from 12.8k to 25.6k: 19,200 rollouts, 48 % of DS's 40k
     assert "48 ± 0 % (1)" in rows[4] and len(rows) == 6 and len(shortfalls) == 3
     assert "`countdown_mostly_solved`" in shortfalls[-1]
+    # uniform trained 3x the steps where it ran: the one line's 0.33 minus its 0.31, a dash elsewhere
+    longer = {"countdown": regime, "countdown_sharpened": {**regime, "uniform_long": {"0": ending(0.31, 38_400)}}}
+    rows, _ = rollouts.per_rollout(longer, tuple(longer))
+    assert rows[-1] == "| the one line minus uniform, both trained 3 x the steps | – | +0.0200 ± 0.0000 (1) |"
