@@ -102,8 +102,7 @@ class Regime:
 
 # Each regime trains at the peak learning rate where uniform ends best (`benchmarks/lr_sweep.py`, seeds 0-2, linear
 # decay: `benchmarks/results/lr_sweep/linear/`, Countdown's `lr_sweep_countdown/linear/` and
-# `lr_sweep_countdown_sharpened/linear/`); a regime with a wrong column
-# at its twin's.
+# `lr_sweep_countdown_sharpened/linear/`); a regime with a wrong column at its twin's.
 REGIMES = {
     regime.name: regime
     for regime in (
@@ -393,7 +392,8 @@ def warm_start_path(seed: int, family: str = "sums", recipe: str = "") -> str:
         raise ValueError(f"family={family!r} is not one of {FAMILIES}.")
     if recipe not in RECIPES[family]:
         raise ValueError(f"recipe={recipe!r} is not one of {family}'s warm-start recipes {RECIPES[family]}.")
-    name = "_".join(["warm_start"] + [part for part in (family, recipe) if part and part != "sums"] + [str(seed)])
+    parts = ["warm_start"] + ([family] if family != "sums" else []) + ([recipe] if recipe else []) + [str(seed)]
+    name = "_".join(parts)
     return os.path.join(HERE, f"{name}.safetensors")
 
 
@@ -466,8 +466,8 @@ def make_warm_start(seed: int = 0, path: str | None = None, family: str = "sums"
     set by the level: `trl_kgps.tasks.sharpening`; for Countdown, on the operator strings of puzzles in neither its
     pool nor its held-out set, `countdown_base`, all right or, `recipe="sharpened"`, right at a rate set by the number
     count: `countdown.warm_start_answers`; `seed` sets the initial weights and the batch order) and writes it to
-    `path` (`warm_start_path(seed, family, recipe)`) with a JSON record beside it. The bytes depend on the CPU's kernels (see
-    the module docstring): the committed file is the one every run loads.
+    `path` (`warm_start_path(seed, family, recipe)`) with a JSON record beside it. The bytes depend on the CPU's
+    kernels (see the module docstring): the committed file is the one every run loads.
     """
     import time
 
