@@ -30,8 +30,8 @@ know what no real selector can:
   `uniform_ds_half` is `uniform_ds` trained half the regime's steps, a run of its own length (`RUN_LENGTH`);
 - `one_line_x2`, `one_line_long`: `KGPSCallback()` trained 2 or 3 times the regime's steps (`RUN_LENGTH`), each a run
   of its own length (warmup steps as the regime's, then its schedule over all of its steps): what the one line reaches
-  with the rollouts dynamic sampling spends, read at each run's end; `uniform_long` uniform trained 3 times the steps
-  so, beside `one_line_long`;
+  with the rollouts dynamic sampling spends, read at each run's end; `uniform_long`: uniform trained 3 times the
+  steps the same way, beside `one_line_long`;
 - `ds`: dynamic sampling emulated outside the trainer (it screens candidates, then trains on a fresh group of each);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
