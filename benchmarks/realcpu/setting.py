@@ -140,6 +140,11 @@ REGIMES = {
             "the same 512, from a warm start shown right strings 3/4 (3 numbers) and 2/5 (4 numbers) of the time",
             family="countdown", recipe="sharpened", learning_rate=1.1e-3,
         ),
+        Regime(
+            "countdown_sharpened_out_of_reach",
+            "as `countdown_sharpened` + the 512 of 4,096 4-number puzzles its warm start solves least",
+            family="countdown", recipe="sharpened", out_of_reach=512, learning_rate=1.1e-3,
+        ),
     )
 }  # fmt: skip
 # Regimes whose `level` column is partly or wholly wrong: what the default loses, or not, when its column misleads.
@@ -338,7 +343,7 @@ def countdown_splits(regime: Regime):
     for count, level, stream, sign in ((regime.out_of_reach, 4, 4, 1), (regime.solved, 3, 6, -1)):
         if not count:
             continue
-        model, tokenizer = policy(regime.warm_start, regime.family)
+        model, tokenizer = policy(regime.warm_start, regime.family, regime.recipe)
         rng = np.random.default_rng(stream)
         candidates = countdown.distinct_puzzles(COUNTDOWN_CANDIDATES, (level,), set(taken), rng)
         p = countdown.exact_success(model, tokenizer, candidates["prompt"])
