@@ -180,6 +180,7 @@ FINGERPRINTS = {
     "countdown_out_of_reach": dict(train="865dbbcf4da53c24", test="a8cfa365584d2bc0", warm_start=WARM_START),
     "countdown_mostly_solved": dict(train="ddaa9fd5366ddfa1", test="a8cfa365584d2bc0", warm_start=WARM_START),
     "countdown_sharpened": dict(train="414bd918a67b257a", test="a8cfa365584d2bc0", warm_start=SHARPENED),
+    "countdown_sharpened_out_of_reach": dict(train="160483ba92dcf1c7", test="a8cfa365584d2bc0", warm_start=SHARPENED),
 }
 
 
@@ -219,8 +220,8 @@ def test_each_countdown_regime_trains_at_the_rate_its_committed_sweep_chose():
     from benchmarks import lr_sweep
     from benchmarks.realcpu import results_file
 
-    swept = {}  # the three regimes' sweep, and the sharpened warm start's of its own
-    for folder in ("lr_sweep_countdown", "lr_sweep_countdown_sharpened"):
+    swept = {}  # the three regimes' sweep, and one of its own for each of the sharpened warm start's
+    for folder in ("lr_sweep_countdown", "lr_sweep_countdown_sharpened", "lr_sweep_countdown_sharpened_out_of_reach"):
         results = results_file.load(str(BENCHMARKS / "results" / folder / lr_sweep.SCHEDULE / "lr_sweep.json"))
         assert results["schedule"] == lr_sweep.SCHEDULE and results["seeds"] == list(lr_sweep.TUNING_SEEDS)
         assert not set(results["regimes"]) & set(swept)
