@@ -7,9 +7,11 @@ best mean final held-out accuracy is the rate every method of that regime is the
 python benchmarks/lr_sweep.py                 # the suite's schedule: 5 regimes x 7 rates x seeds 0-2, ~13 min on 2 cores
 python benchmarks/lr_sweep.py --schedule constant_with_warmup   # the schedule the suite does not use
 python benchmarks/lr_sweep.py --report_only   # the table and plot again, from lr_sweep.json
-python benchmarks/lr_sweep.py --family countdown --jobs 1   # Countdown's 4 regimes x 7 rates x seeds 0-2, one core
+python benchmarks/lr_sweep.py --family countdown --jobs 1   # Countdown's 5 regimes x 7 rates x seeds 0-2, one core
 python benchmarks/lr_sweep.py --regimes countdown_sharpened --rates 2.8e-4,4e-4,5.6e-4,8e-4,1.1e-3,1.6e-3,2.3e-3 \
     --out benchmarks/results/lr_sweep_countdown_sharpened/linear   # the grid its committed sweep ran
+python benchmarks/lr_sweep.py --regimes countdown_sharpened_out_of_reach --rates 2.8e-4,4e-4,5.6e-4,8e-4,1.1e-3,1.6e-3 \
+    --out benchmarks/results/lr_sweep_countdown_sharpened_out_of_reach/linear   # and its own
 ```
 
 Writes `lr_sweep.json` (every run's curves), `lr_sweep.md` (the table and the rule's choice) and `lr_sweep.png` into

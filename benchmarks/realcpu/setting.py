@@ -101,8 +101,8 @@ class Regime:
 
 
 # Each regime trains at the peak learning rate where uniform ends best (`benchmarks/lr_sweep.py`, seeds 0-2, linear
-# decay: `benchmarks/results/lr_sweep/linear/`, Countdown's `lr_sweep_countdown/linear/` and
-# `lr_sweep_countdown_sharpened/linear/`); a regime with a wrong column at its twin's.
+# decay: `benchmarks/results/lr_sweep/linear/`, Countdown's `lr_sweep_countdown/linear/`, and each regime from the
+# sharpened warm start its own `lr_sweep_<regime>/linear/`); a regime with a wrong column at its twin's.
 REGIMES = {
     regime.name: regime
     for regime in (
