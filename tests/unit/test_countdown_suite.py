@@ -220,8 +220,9 @@ def test_each_countdown_regime_trains_at_the_rate_its_committed_sweep_chose():
     from benchmarks import lr_sweep
     from benchmarks.realcpu import results_file
 
-    swept = {}  # the three regimes' sweep, and one of its own for each of the sharpened warm start's
-    for folder in ("lr_sweep_countdown", "lr_sweep_countdown_sharpened", "lr_sweep_countdown_sharpened_out_of_reach"):
+    swept = {}  # the three regimes' sweep, and one of its own for each regime from another warm-start recipe
+    own = [f"lr_sweep_{name}" for name, regime in COUNTDOWN.items() if regime.recipe]
+    for folder in ("lr_sweep_countdown", *own):
         results = results_file.load(str(BENCHMARKS / "results" / folder / lr_sweep.SCHEDULE / "lr_sweep.json"))
         assert results["schedule"] == lr_sweep.SCHEDULE and results["seeds"] == list(lr_sweep.TUNING_SEEDS)
         assert not set(results["regimes"]) & set(swept)
