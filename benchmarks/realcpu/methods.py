@@ -31,7 +31,8 @@ know what no real selector can:
 - `one_line_x2`, `one_line_long`: `KGPSCallback()` trained 2 or 3 times the regime's steps (`RUN_LENGTH`), each a run
   of its own length (warmup steps as the regime's, then its schedule over all of its steps): what the one line reaches
   with the rollouts dynamic sampling spends, read at each run's end; `uniform_long`: uniform trained 3 times the
-  steps the same way, beside `one_line_long`;
+  steps the same way, beside `one_line_long`; `one_line_filter_budget` the one line trained the rollouts
+  `offline_filter` spends, its profiling included (`AT_FILTER_BUDGET`), a run of its own length too;
 - `ds`: dynamic sampling emulated outside the trainer (it screens candidates, then trains on a fresh group of each);
 - `dps_countdown`, `dps_whole_pool`: DPS with the authors' other settings (`DPS_RECIPES`);
 - `kgps_ahead4`, `kgps_ahead8`: the default with every batch chosen 4 or 8 batches before it is generated instead of
@@ -124,15 +125,25 @@ RUN_LENGTH = {
     "one_line_x2": ("one_line", 2), "one_line_long": ("one_line", 3), "uniform_long": ("uniform", 3),
     "uniform_ds_half": ("uniform", 0.5),
 }  # fmt: skip
+# A method trained the rollouts `offline_filter` spends, its profiling included: the regime's steps plus the steps
+# `PROFILE_SAMPLES` rollouts per distinct prompt buy (528 on a 512-prompt pool, 656 on 1,024), each a run of its own
+# length: what the filter's rule is worth against the one line's at one budget.
+AT_FILTER_BUDGET = {"one_line_filter_budget": "one_line"}
 
 
 def base_method(method: str) -> str:
     """The method whose selector and dataset `method` uses: `one_line` for `one_line_ds` and `one_line_long`."""
-    return DYNAMIC_SAMPLING.get(method) or RUN_LENGTH.get(method, (None,))[0] or method
+    return DYNAMIC_SAMPLING.get(method) or RUN_LENGTH.get(method, (None,))[0] or AT_FILTER_BUDGET.get(method) or method
 
 
-def steps(method: str, regime) -> int:
-    """The optimizer steps `method` trains in `regime`: the regime's, times `RUN_LENGTH`'s multiple."""
+def steps(method: str, setting) -> int:
+    """
+    The optimizer steps `method` trains in `setting.regime`: the regime's, times `RUN_LENGTH`'s multiple; for
+    `AT_FILTER_BUDGET`, plus the steps the filter's profiling rollouts on `setting.train` buy.
+    """
+    regime = setting.regime
+    if method in AT_FILTER_BUDGET:
+        return regime.steps + round(profiling_rollouts("offline_filter", setting) / regime.rollouts_per_step)
     return round(regime.steps * RUN_LENGTH.get(method, (None, 1))[1])
 
 
@@ -148,7 +159,7 @@ def dataset_for(method: str, train):
 AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "arcus", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
-    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS, *PRACTICE,
+    "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *AT_FILTER_BUDGET, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS, *PRACTICE,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")

@@ -96,7 +96,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         from benchmarks.realcpu.allocation import AllocationTrainer
 
         trainer_class = AllocationTrainer
-    steps = methods.steps(method, regime)
+    steps = methods.steps(method, setting)
     trainer = None  # the snapshots read the rollouts it generated once it is built
     snapshots = Snapshots(
         setting,

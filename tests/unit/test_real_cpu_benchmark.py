@@ -218,9 +218,20 @@ def test_build_names_every_suite_method():
 
 
 def test_a_run_of_its_own_length_trains_a_multiple_of_the_regimes_steps():
+    from types import SimpleNamespace
+
     regime = setting.REGIMES["base"]
     lengths = ("one_line", "one_line_x2", "one_line_long", "uniform_long", "uniform_ds", "uniform_ds_half")
-    assert [methods.steps(m, regime) for m in lengths] == [400, 800, 1200, 1200, 400, 200]
+    base = SimpleNamespace(regime=regime, train=setting.splits(regime)[0])
+    assert [methods.steps(m, base) for m in lengths] == [400, 800, 1200, 1200, 400, 200]
+    # The filter's budget: 8 profiling rollouts of each of 512 (or 1,024) prompts buy 128 (256) steps of 4 x 8.
+    wide = SimpleNamespace(
+        regime=setting.REGIMES["mostly_solved"], train=setting.splits(setting.REGIMES["mostly_solved"])[0]
+    )
+    assert methods.steps("one_line_filter_budget", base) == 400 + 8 * 512 // 32 == 528
+    assert methods.steps("one_line_filter_budget", wide) == 400 + 8 * 1024 // 32 == 656
+    assert methods.base_method("one_line_filter_budget") == "one_line" and methods.known("one_line_filter_budget")
+    assert methods.profiling_rollouts("one_line_filter_budget", base) == 0  # it profiles nothing: its steps are its
     assert methods.base_method("uniform_long") == "uniform" and methods.known("uniform_long")
     assert methods.base_method("uniform_ds_half") == "uniform" and "uniform_ds_half" in methods.DYNAMIC_SAMPLING
     assert methods.base_method("one_line_x2") == methods.base_method("one_line_ds3") == "one_line"
