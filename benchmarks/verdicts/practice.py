@@ -15,6 +15,9 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
 - `profiled`: `one_line_profiled` (the one line starting from the offline filter's profile, as
   `KGPSConfig(prior_column="pass_rate")`) beside uniform, the one line and the filter on the same seeds, in the
   regimes of both families it ran in, on every seed run and on the held-back seeds;
+- `filter_budget`: `one_line_filter_budget` (the one line trained the rollouts the offline filter spends, its
+  profiling included) beside the filter, the one line and uniform on the same seeds, in every regime of both families,
+  on every seed run and on the held-back seeds;
 - `countdown_learning_rate`: uniform, the one line and the offline filter in the Countdown regimes at half, one and
   twice the tuned rate, by multiple, on seeds no choice was made on (10-14).
 
@@ -35,9 +38,18 @@ ROLES = {
     "countdown_held_back": "the Countdown regimes, the seeds held back (5-9)",
     "profiled": "the one line from the profile, with the runs it is paired with",
     "countdown_learning_rate": "the Countdown regimes at multiples of the tuned rate, by multiple, unseen seeds",
+    "filter_budget": "the one line at the filter's rollouts, with the runs it is paired with",
 }
-OPTIONAL = ("sums_held_back", "countdown", "countdown_held_back", "profiled", "countdown_learning_rate")
+OPTIONAL = (
+    "sums_held_back",
+    "countdown",
+    "countdown_held_back",
+    "profiled",
+    "countdown_learning_rate",
+    "filter_budget",
+)
 PROFILED = "one_line_profiled"
+AT_FILTER_BUDGET = "one_line_filter_budget"
 HELD_BACK = 5
 SUMS_METHODS = ("uniform", "one_line", "gaussian", "insight", "offline_filter")
 # Each table: its title (`{seeds}`: the seeds uniform ran), and the methods it pairs (`None`: all).
@@ -124,20 +136,39 @@ def held_back(runs: dict) -> dict:
     }
 
 
-def profiled(runs: dict, title: str = "The profile as the prior, not a filter") -> list[str]:
-    """`PROFILED` minus uniform, the one line and the offline filter (the same profile, filtered), in each regime
-    it ran in, paired by seed (none where it ran on none of `runs`' seeds)."""
-    regimes = [r for r in runs if runs[r].get(PROFILED)]
+def beside(runs: dict, title: str, method: str, baselines: tuple[str, ...], footnote: str) -> list[str]:
+    """`method` minus each of `baselines`, in each regime it ran in, paired by seed (none where it ran on none of
+    `runs`' seeds), and `footnote` after the seeds."""
+    regimes = [r for r in runs if runs[r].get(method)]
     if not regimes:
         return []
     lines = [f"## {title}", ""]
-    lines += ["| one_line_profiled minus | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
+    lines += [f"| {method} minus | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
     lines.append("|---" * (len(regimes) + 1) + "|")
-    for baseline in ("uniform", "one_line", "offline_filter"):
-        row = [cell(paired(runs[r], baseline=baseline)[PROFILED]["difference"]) for r in regimes]
+    for baseline in baselines:
+        row = [cell(paired(runs[r], baseline=baseline)[method]["difference"]) for r in regimes]
         lines.append(f"| {baseline} | " + " | ".join(row) + " |")
-    seeds = sorted({int(s) for r in regimes for s in runs[r][PROFILED]})
-    return lines + ["", f"Seeds {', '.join(map(str, seeds))}; its profiling counted as the filter's.", ""]
+    seeds = sorted({int(s) for r in regimes for s in runs[r][method]})
+    return lines + ["", f"Seeds {', '.join(map(str, seeds))}; {footnote}", ""]
+
+
+def profiled(runs: dict, title: str = "The profile as the prior, not a filter") -> list[str]:
+    """`PROFILED` minus uniform, the one line and the offline filter (the same profile, filtered)."""
+    baselines = ("uniform", "one_line", "offline_filter")
+    return beside(runs, title, PROFILED, baselines, "its profiling counted as the filter's.")
+
+
+def at_filter_budget(runs: dict, title: str) -> list[str]:
+    """`AT_FILTER_BUDGET` (the one line trained the rollouts the offline filter spends, its profiling included)
+    minus the filter, the one line and uniform, with the rollouts each of the first two spent."""
+    lines = beside(runs, title, AT_FILTER_BUDGET, ("offline_filter", "one_line", "uniform"), "rollouts at the end:")
+    if not lines:
+        return []
+    regimes = [r for r in runs if runs[r].get(AT_FILTER_BUDGET)]
+    for method in (AT_FILTER_BUDGET, "offline_filter"):
+        spent = {r: np.mean([s["rollouts"][-1] for s in runs[r][method].values()]) for r in regimes}
+        lines.insert(-1, f"- {method}: " + ", ".join(f"`{r}` {x:,.0f}" for r, x in spent.items()))
+    return lines
 
 
 def learning_rate(by_scale: dict) -> list[str]:
@@ -179,6 +210,9 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     if "profiled" in runs:
         lines += profiled(runs["profiled"], "The profile as the prior, not a filter: every seed run")
         lines += profiled(held_back(runs["profiled"]), "The profile as the prior, on the held-back seeds")
+    if "filter_budget" in runs:
+        lines += at_filter_budget(runs["filter_budget"], "At the filter's rollouts: every seed run")
+        lines += at_filter_budget(held_back(runs["filter_budget"]), "At the filter's rollouts, on the held-back seeds")
     if "countdown_learning_rate" in runs:
         lines += learning_rate(runs["countdown_learning_rate"])
     return "\n".join(lines), {}

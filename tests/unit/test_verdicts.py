@@ -287,6 +287,31 @@ def test_the_profile_as_the_prior_on_the_held_back_seeds_pairs_those_seeds_alone
     assert practice.profiled(practice.held_back({"base": {m: {"0": ending(f)} for m, f in finals.items()}})) == []
 
 
+def test_the_one_line_at_the_filters_rollouts_is_paired_with_the_filter_and_names_what_each_spent():
+    finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_filter_budget": 0.56}
+    spent = {"offline_filter": 16_896, "one_line_filter_budget": 16_896}
+    runs = {
+        "base": {m: {s: ending(f + 0.01 * int(s), spent.get(m, 12_800)) for s in "05"} for m, f in finals.items()},
+        "mostly_solved": {m: {"0": ending(f)} for m, f in finals.items() if m != "one_line_filter_budget"},
+    }
+    lines = practice.at_filter_budget(runs, "budget")
+    assert lines[2] == "| one_line_filter_budget minus | `base` |"  # not where it did not run
+    assert lines[4:7] == [
+        "| offline_filter | +0.010 ± 0.000 |",
+        "| one_line | +0.040 ± 0.000 |",
+        "| uniform | +0.060 ± 0.000 |",
+    ]
+    assert lines[-4:] == [
+        "Seeds 0, 5; rollouts at the end:",
+        "- one_line_filter_budget: `base` 16,896",
+        "- offline_filter: `base` 16,896",
+        "",
+    ]
+    assert practice.at_filter_budget(practice.held_back(runs), "held back")[-4] == "Seeds 5; rollouts at the end:"
+    text, _ = practice.render({"filter_budget": runs}, "python benchmarks/verdict.py practice")
+    assert "## At the filter's rollouts: every seed run" in text and "on the held-back seeds" in text
+
+
 def test_the_countdown_learning_rate_table_pairs_the_one_line_with_each_method_at_each_multiple():
     seeds = ("10", "11")
 
