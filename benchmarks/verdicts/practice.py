@@ -18,6 +18,9 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
 - `filter_budget`: `one_line_filter_budget` (the one line trained the rollouts the offline filter spends, its
   profiling included) beside the filter, the one line and uniform on the same seeds, in every regime of both families,
   on every seed run and on the held-back seeds;
+- `oracle_rates`: the oracle at multiples of the tuned rate (by multiple; at 1x, the runs of `countdown`), its rate
+  chosen by its mean final on the seeds every multiple ran, there paired with uniform and the one line at the tuned
+  rate: a ceiling at the oracle's own best rate;
 - `countdown_learning_rate`: uniform, the one line and the offline filter in the Countdown regimes at half, one and
   twice the tuned rate, by multiple, on seeds no choice was made on (10-14).
 
@@ -39,15 +42,9 @@ ROLES = {
     "profiled": "the one line from the profile, with the runs it is paired with",
     "countdown_learning_rate": "the Countdown regimes at multiples of the tuned rate, by multiple, unseen seeds",
     "filter_budget": "the one line at the filter's rollouts, with the runs it is paired with",
+    "oracle_rates": "the oracle at multiples of the tuned rate, by multiple, beside uniform and the one line at 1x",
 }
-OPTIONAL = (
-    "sums_held_back",
-    "countdown",
-    "countdown_held_back",
-    "profiled",
-    "countdown_learning_rate",
-    "filter_budget",
-)
+OPTIONAL = tuple(role for role in ROLES if role != "sums")
 PROFILED = "one_line_profiled"
 AT_FILTER_BUDGET = "one_line_filter_budget"
 HELD_BACK = 5
@@ -199,6 +196,36 @@ def learning_rate(by_scale: dict) -> list[str]:
     return lines + [""]
 
 
+def oracle_rates(by_scale: dict) -> list[str]:
+    """
+    The oracle at multiples of the tuned rate (`by_scale[multiple][regime][method][seed]`, the tuned rate `"1"`
+    holding uniform and the one line), in the regimes every multiple ran: its mean final on the seeds every multiple
+    ran (where its rate is chosen), its rate the best of those means, and there its edge over uniform at the tuned
+    rate on every seed it ran, paired by seed, with the one line's edge as a share of it (`oracle_share`).
+    """
+    scales = sorted(by_scale, key=float)
+    regimes = [r for r in by_scale["1"] if all(r in by_scale[x] for x in scales)]
+    final = lambda x, r, s: by_scale[x][r]["oracle"][s]["heldout_accuracy"][-1]  # noqa: E731
+    swept = {r: sorted(set.intersection(*(set(by_scale[x][r]["oracle"]) for x in scales)), key=int) for r in regimes}
+    means = {r: {x: np.mean([final(x, r, s) for s in swept[r]]) for x in scales} for r in regimes}
+    best = {r: max(scales, key=means[r].get) for r in regimes}
+    lines = ["## The oracle at its own rate", "", "| | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
+    lines.append("|---" * (len(regimes) + 1) + "|")
+    for x in scales:
+        cells = [f"**{means[r][x]:.3f}**" if best[r] == x else f"{means[r][x]:.3f}" for r in regimes]
+        lines.append(f"| the oracle at {float(x):g}x, its mean final | " + " | ".join(cells) + " |")
+    edges, shares = [], []
+    for r in regimes:
+        oracle = by_scale[best[r]][r]["oracle"]
+        runs = {m: {s: by_scale["1"][r][m][s] for s in oracle} for m in ("uniform", "one_line")} | {"oracle": oracle}
+        edges.append(f"{cell(paired(runs)['oracle']['difference'])} ({len(oracle)})")
+        shares.append(oracle_share(runs))
+    lines.append("| the oracle at its best rate minus uniform at 1x (seeds) | " + " | ".join(edges) + " |")
+    lines.append("| the one line's edge over uniform, a share of it | " + " | ".join(shares) + " |")
+    chosen = "; ".join(f"`{r}` {', '.join(swept[r])}" for r in regimes)
+    return lines + ["", f"Each rate's mean over the seeds every rate ran ({chosen}); bold: the best.", ""]
+
+
 def render(runs: dict, command: str) -> tuple[str, dict]:
     """The verdict's markdown, a table for each role of `TABLES` in `runs` (`runs[regime][method][seed]`), in the
     order `TABLES` names them, and its figures (none)."""
@@ -215,4 +242,6 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
         lines += at_filter_budget(held_back(runs["filter_budget"]), "At the filter's rollouts, on the held-back seeds")
     if "countdown_learning_rate" in runs:
         lines += learning_rate(runs["countdown_learning_rate"])
+    if "oracle_rates" in runs:
+        lines += oracle_rates(runs["oracle_rates"])
     return "\n".join(lines), {}

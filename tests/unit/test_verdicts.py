@@ -312,6 +312,29 @@ def test_the_one_line_at_the_filters_rollouts_is_paired_with_the_filter_and_name
     assert "## At the filter's rollouts: every seed run" in text and "on the held-back seeds" in text
 
 
+def test_the_oracle_at_its_own_rate_is_chosen_on_the_seeds_every_rate_ran_and_paired_on_all_it_ran():
+    def oracle(*finals):
+        return {"oracle": {str(s): ending(f) for s, f in enumerate(finals)}}
+
+    tuned = oracle(0.50, 0.50, 0.50, 0.50)["oracle"]
+    by_scale = {
+        "1": {"r": oracle(0.52, 0.54, 0.50, 0.52) | {"uniform": tuned, "one_line": {s: ending(0.51) for s in tuned}}},
+        "0.5": {"r": oracle(0.56, 0.58)},  # seeds 0-1 only: the rate is chosen there (0.57 against 0.53)
+        "2": {"r": oracle(0.40, 0.60, 0.70, 0.70)},  # 0.50 on seeds 0-1, though higher on 2-3
+    }
+    lines = practice.oracle_rates(by_scale)
+    assert lines[2] == "| | `r` |"
+    assert lines[4:7] == [
+        "| the oracle at 0.5x, its mean final | **0.570** |",
+        "| the oracle at 1x, its mean final | 0.530 |",
+        "| the oracle at 2x, its mean final | 0.500 |",
+    ]
+    # at 0.5x it ran seeds 0-1: +0.06, +0.08 over uniform (SE 0.01); the one line's +0.01 is 14 % of +0.07
+    assert lines[7] == "| the oracle at its best rate minus uniform at 1x (seeds) | +0.070 ± 0.010 (2) |"
+    assert lines[8] == "| the one line's edge over uniform, a share of it | 14 % (the oracle's +0.070 ± 0.010) |"
+    assert lines[-2] == "Each rate's mean over the seeds every rate ran (`r` 0, 1); bold: the best."
+
+
 def test_the_countdown_learning_rate_table_pairs_the_one_line_with_each_method_at_each_multiple():
     seeds = ("10", "11")
 
