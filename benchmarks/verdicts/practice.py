@@ -213,7 +213,7 @@ def oracle_rates(by_scale: dict) -> list[str]:
     lines.append("|---" * (len(regimes) + 1) + "|")
     for x in scales:
         cells = [f"**{means[r][x]:.3f}**" if best[r] == x else f"{means[r][x]:.3f}" for r in regimes]
-        lines.append(f"| the oracle at {float(x):g}x, its mean final | " + " | ".join(cells) + " |")
+        lines.append(f"| the oracle at {float(x):.2g}x, its mean final | " + " | ".join(cells) + " |")
     edges, shares = [], []
     for r in regimes:
         oracle = by_scale[best[r]][r]["oracle"]
