@@ -205,7 +205,10 @@ def oracle_rates(by_scale: dict) -> list[str]:
     """
     scales = sorted(by_scale, key=float)
     regimes = [r for r in by_scale["1"] if all(r in by_scale[x] for x in scales)]
-    final = lambda x, r, s: by_scale[x][r]["oracle"][s]["heldout_accuracy"][-1]  # noqa: E731
+
+    def final(x: str, r: str, s: str) -> float:
+        return by_scale[x][r]["oracle"][s]["heldout_accuracy"][-1]
+
     swept = {r: sorted(set.intersection(*(set(by_scale[x][r]["oracle"]) for x in scales)), key=int) for r in regimes}
     means = {r: {x: np.mean([final(x, r, s) for s in swept[r]]) for x in scales} for r in regimes}
     best = {r: max(scales, key=means[r].get) for r in regimes}
