@@ -199,23 +199,28 @@ def learning_rate(by_scale: dict) -> list[str]:
 def oracle_rates(by_scale: dict) -> list[str]:
     """
     The oracle at multiples of the tuned rate (`by_scale[multiple][regime][method][seed]`, the tuned rate `"1"`
-    holding uniform and the one line), in the regimes every multiple ran: its mean final on the seeds every multiple
-    ran (where its rate is chosen), its rate the best of those means, and there its edge over uniform at the tuned
-    rate on every seed it ran, paired by seed, with the one line's edge as a share of it (`oracle_share`).
+    holding uniform and the one line), in the regimes it ran at 1x and another multiple: its mean final at each
+    multiple on the seeds every multiple of that regime ran (where its rate is chosen), its rate the best of those
+    means, and there its edge over uniform at the tuned rate on every seed it ran, paired by seed, with the one line's
+    edge as a share of it (`oracle_share`).
     """
     scales = sorted(by_scale, key=float)
-    regimes = [r for r in by_scale["1"] if all(r in by_scale[x] for x in scales)]
+    ran = {r: [x for x in scales if r in by_scale[x]] for r in by_scale["1"]}
+    regimes = [r for r in by_scale["1"] if len(ran[r]) > 1]
 
     def final(x: str, r: str, s: str) -> float:
         return by_scale[x][r]["oracle"][s]["heldout_accuracy"][-1]
 
-    swept = {r: sorted(set.intersection(*(set(by_scale[x][r]["oracle"]) for x in scales)), key=int) for r in regimes}
-    means = {r: {x: np.mean([final(x, r, s) for s in swept[r]]) for x in scales} for r in regimes}
-    best = {r: max(scales, key=means[r].get) for r in regimes}
+    swept = {r: sorted(set.intersection(*(set(by_scale[x][r]["oracle"]) for x in ran[r])), key=int) for r in regimes}
+    means = {r: {x: np.mean([final(x, r, s) for s in swept[r]]) for x in ran[r]} for r in regimes}
+    best = {r: max(means[r], key=means[r].get) for r in regimes}
     lines = ["## The oracle at its own rate", "", "| | " + " | ".join(f"`{r}`" for r in regimes) + " |"]
     lines.append("|---" * (len(regimes) + 1) + "|")
     for x in scales:
-        cells = [f"**{means[r][x]:.3f}**" if best[r] == x else f"{means[r][x]:.3f}" for r in regimes]
+        cells = [
+            "–" if x not in means[r] else f"**{means[r][x]:.3f}**" if best[r] == x else f"{means[r][x]:.3f}"
+            for r in regimes
+        ]
         lines.append(f"| the oracle at {float(x):.2g}x, its mean final | " + " | ".join(cells) + " |")
     edges, shares = [], []
     for r in regimes:
@@ -226,7 +231,11 @@ def oracle_rates(by_scale: dict) -> list[str]:
     lines.append("| the oracle at its best rate minus uniform at 1x (seeds) | " + " | ".join(edges) + " |")
     lines.append("| the one line's edge over uniform, a share of it | " + " | ".join(shares) + " |")
     chosen = "; ".join(f"`{r}` {', '.join(swept[r])}" for r in regimes)
-    return lines + ["", f"Each rate's mean over the seeds every rate ran ({chosen}); bold: the best.", ""]
+    return lines + [
+        "",
+        f"Each rate's mean over the seeds every rate of its regime ran ({chosen}); bold: the best.",
+        "",
+    ]
 
 
 def render(runs: dict, command: str) -> tuple[str, dict]:

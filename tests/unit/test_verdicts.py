@@ -322,17 +322,30 @@ def test_the_oracle_at_its_own_rate_is_chosen_on_the_seeds_every_rate_ran_and_pa
         "0.5": {"r": oracle(0.56, 0.58)},  # seeds 0-1 only: the rate is chosen there (0.57 against 0.53)
         "2": {"r": oracle(0.40, 0.60, 0.70, 0.70)},  # 0.50 on seeds 0-1, though higher on 2-3
     }
+    # `q` ran at 1x and 2x only, seeds 0-1 (uniform 0.50, the one line 0.51): 1x is its best (0.51 against 0.45)
+    by_scale["1"]["q"] = {"uniform": tuned, "one_line": by_scale["1"]["r"]["one_line"]} | oracle(0.50, 0.52)
+    by_scale["2"]["q"] = oracle(0.40, 0.50)
+    by_scale["1"]["z"] = by_scale["1"]["q"]  # at 1x alone: no other rate to choose from, left out
     lines = practice.oracle_rates(by_scale)
-    assert lines[2] == "| | `r` |"
+    assert lines[2] == "| | `r` | `q` |"
     assert lines[4:7] == [
-        "| the oracle at 0.5x, its mean final | **0.570** |",
-        "| the oracle at 1x, its mean final | 0.530 |",
-        "| the oracle at 2x, its mean final | 0.500 |",
+        "| the oracle at 0.5x, its mean final | **0.570** | – |",
+        "| the oracle at 1x, its mean final | 0.530 | **0.510** |",
+        "| the oracle at 2x, its mean final | 0.500 | 0.450 |",
     ]
-    # at 0.5x it ran seeds 0-1: +0.06, +0.08 over uniform (SE 0.01); the one line's +0.01 is 14 % of +0.07
-    assert lines[7] == "| the oracle at its best rate minus uniform at 1x (seeds) | +0.070 ± 0.010 (2) |"
-    assert lines[8] == "| the one line's edge over uniform, a share of it | 14 % (the oracle's +0.070 ± 0.010) |"
-    assert lines[-2] == "Each rate's mean over the seeds every rate ran (`r` 0, 1); bold: the best."
+    # `r`: at 0.5x it ran seeds 0-1: +0.06, +0.08 over uniform (SE 0.01); the one line's +0.01 is 14 % of +0.07.
+    # `q`: +0.00, +0.02 (0.010 ± 0.010): within 2 SE of zero, no edge to share
+    assert lines[7] == (
+        "| the oracle at its best rate minus uniform at 1x (seeds) | +0.070 ± 0.010 (2) | +0.010 ± 0.010 (2) |"
+    )
+    assert lines[8] == (
+        "| the one line's edge over uniform, a share of it | 14 % (the oracle's +0.070 ± 0.010) "
+        "| none to share (the oracle's +0.010 ± 0.010) |"
+    )
+    assert (
+        lines[-2]
+        == "Each rate's mean over the seeds every rate of its regime ran (`r` 0, 1; `q` 0, 1); bold: the best."
+    )
 
 
 def test_the_countdown_learning_rate_table_pairs_the_one_line_with_each_method_at_each_multiple():
