@@ -22,7 +22,9 @@ know what no real selector can:
   `one_line_no_metadata_by_row` the same without the `level` column; `one_line_prior` the one line starting from
   a regime's `solve_rate` column (`KGPSConfig(prior_column="solve_rate")`), and `one_line_profiled` starting from
   the warm start's profiled pass rates as `offline_filter` measures them (a `pass_rate` column,
-  `KGPSConfig(prior_column="pass_rate")`; its profiling counted as `offline_filter`'s is);
+  `KGPSConfig(prior_column="pass_rate")`; its profiling counted as `offline_filter`'s is), and `one_line_filtered` the
+  one line on the rows `offline_filter` keeps, from the same profile (a user who filtered the dataset once, then added
+  `KGPSCallback()`; its profiling counted too, `filtered`);
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);
@@ -50,6 +52,7 @@ The oracles draw the `B` prompts of a batch without replacement in proportion to
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.demo.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
 """
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable
 
@@ -86,6 +89,7 @@ ONE_LINE = {
     "one_line_no_metadata_by_row": ("prompt", "answer"),
     "one_line_prior": ("prompt", "answer", "level", "solve_rate"),
     "one_line_profiled": ("prompt", "answer", "level"),
+    "one_line_filtered": ("prompt", "answer", "level"),
     "one_line_adaptive_q": ("prompt", "answer", "level"),
     "one_line_gamma_1": ("prompt", "answer", "level"),
     "one_line_fixed_gamma": ("prompt", "answer", "level"),
@@ -109,8 +113,10 @@ ONE_LINE_CONFIGS = {
 PRACTICE = ("gaussian", "insight", "offline_filter")
 # The samples per prompt `offline_filter` profiles the warm start with, and its draws' stream (the run's seed first).
 PROFILE_SAMPLES, PROFILE_STREAM = 8, 8
-# The methods that profile the warm start so, before training: the filter, and the one line starting from the profile.
-PROFILED = ("offline_filter", "one_line_profiled")
+# The methods that profile the warm start so, before training: the filter, the one line starting from the profile,
+# and the one line on the rows the filter keeps (`FILTERED`).
+PROFILED = ("offline_filter", "one_line_profiled", "one_line_filtered")
+FILTERED = ("one_line_filtered",)
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
@@ -160,6 +166,7 @@ AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "arcus", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
     "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *AT_FILTER_BUDGET, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS, *PRACTICE,
+    *FILTERED,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")
@@ -397,6 +404,14 @@ def profiled_pass_rates(setting, model, seed: int) -> np.ndarray:
     p[row_prompt] = np.asarray(setting.true_success(model, setting.train), float)
     solved = np.random.default_rng([seed, PROFILE_STREAM]).binomial(PROFILE_SAMPLES, p)
     return (solved / PROFILE_SAMPLES)[row_prompt]
+
+
+def filtered(setting, model, seed: int):
+    """`setting` with only the training rows `offline_filter` keeps on the same profile (`profiled_pass_rates` of
+    `model`, the warm start, with `seed`): neither 0/8 nor 8/8, by the library's own rule (`OfflineFilterSelector`)."""
+    rates = profiled_pass_rates(setting, model, seed)
+    kept = OfflineFilterSelector(len(setting.train), rates, seed=seed).kept
+    return dataclasses.replace(setting, train=setting.train.select(kept))
 
 
 def profiling_rollouts(method: str, setting) -> int:

@@ -79,6 +79,9 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
 
     regime = setting.regime
     model = copy.deepcopy(setting.model)
+    profiling = methods.profiling_rollouts(method, setting)  # on the whole pool, before a filter drops rows of it
+    if methods.base_method(method) in methods.FILTERED:  # the rows the filter keeps: truth and levels follow them
+        setting = methods.filtered(setting, model, seed)
     selector, config = methods.build(method, setting, model, seed)
     train = methods.dataset_for(method, setting.train)
     if methods.base_method(method) == "one_line_profiled":  # the warm start's profiled pass rates, as a user's column
@@ -102,7 +105,7 @@ def run(setting, method: str, seed: int, observers=()) -> dict:
         setting,
         kgps,
         regime.snapshot_every,
-        lambda: _extra_rollouts(method, kgps, trainer) + methods.profiling_rollouts(method, setting),
+        lambda: _extra_rollouts(method, kgps, trainer) + profiling,
     )
     args = GRPOConfig(
         output_dir=os.path.join(tempfile.gettempdir(), "trl-kgps-real-cpu", f"{regime.name}-{method}-{seed}"),

@@ -344,6 +344,31 @@ def test_the_one_line_from_the_profile_reads_the_filters_profile_and_counts_its_
     assert methods.dataset_for("one_line_profiled", train).column_names == ["prompt", "answer", "level"]
 
 
+def test_the_one_line_on_the_filtered_rows_trains_on_what_the_filter_keeps_and_counts_its_profiling(monkeypatch):
+    from types import SimpleNamespace
+
+    from trl_kgps import KGPSConfig
+
+    train, _ = setting.splits(setting.ALL_REGIMES["base"])
+    levels = np.asarray(train["level"])
+    # The warm start solves level 1 always, level 4 never, the others half the time: profiling drops every row of
+    # levels 1 and 4 and keeps a row of levels 2-3 unless its 8 samples all agree (2/256 of them, on average).
+    truth = np.select([levels == 1, levels == 4], [1.0, 0.0], 0.5)
+    monkeypatch.setattr(setting.Setting, "true_success", lambda self, model, dataset: truth[: len(dataset)])
+    pool = setting.Setting(setting.ALL_REGIMES["base"], None, None, train, None, None)
+    kept = methods.filtered(pool, None, seed=3).train
+    middle = [prompt for prompt, level in zip(train["prompt"], levels) if level in (2, 3)]
+    assert set(kept["level"]) == {2, 3} and set(kept["prompt"]) <= set(middle)
+    assert len(middle) - 8 <= len(kept) < len(middle)  # at 2/256 a row, 256 rows lose about 2
+    offline_filter, _ = methods.build("offline_filter", pool, None, 3)  # the same profile: the same rows
+    assert kept["prompt"] == [train["prompt"][i] for i in offline_filter.kept]
+    assert methods.profiling_rollouts("one_line_filtered", SimpleNamespace(train=train)) == 8 * 512
+    assert methods.build("one_line_filtered", None, None, 0) == (None, KGPSConfig()) and methods.known(
+        "one_line_filtered"
+    )
+    assert methods.dataset_for("one_line_filtered", kept).column_names == ["prompt", "answer", "level"]
+
+
 def _committed(curve, fingerprint, packages):
     return {
         "environment": {"packages": packages, "python": "3.11.7", "cpu": "a CPU", "cpu_capability": "AVX512"},
