@@ -15,6 +15,9 @@ Its runs (`benchmarks/results/INDEX.json`, `verdicts.practice`), a table each:
 - `profiled`: `one_line_profiled` (the one line starting from the offline filter's profile, as
   `KGPSConfig(prior_column="pass_rate")`) beside uniform, the one line and the filter on the same seeds, in the
   regimes of both families it ran in, on every seed run and on the held-back seeds;
+- `filtered`: `one_line_filtered` (the one line on the rows the offline filter keeps, its profiling counted) beside
+  the filter, the one line and uniform on the same seeds, in every regime of both families it ran in, on every seed run
+  and on the held-back seeds;
 - `filter_budget`: `one_line_filter_budget` (the one line trained the rollouts the offline filter spends, its
   profiling included) beside the filter, the one line and uniform on the same seeds, in every regime of both families,
   on every seed run and on the held-back seeds;
@@ -40,12 +43,14 @@ ROLES = {
     "countdown": "the Countdown regimes, every seed run",
     "countdown_held_back": "the Countdown regimes, the seeds held back (5-9)",
     "profiled": "the one line from the profile, with the runs it is paired with",
+    "filtered": "the one line on the rows the filter keeps, with the runs it is paired with",
     "countdown_learning_rate": "the Countdown regimes at multiples of the tuned rate, by multiple, unseen seeds",
     "filter_budget": "the one line at the filter's rollouts, with the runs it is paired with",
     "oracle_rates": "the oracle at multiples of the tuned rate, by multiple, beside uniform and the one line at 1x",
 }
 OPTIONAL = tuple(role for role in ROLES if role != "sums")
 PROFILED = "one_line_profiled"
+FILTERED = "one_line_filtered"
 AT_FILTER_BUDGET = "one_line_filter_budget"
 HELD_BACK = 5
 SUMS_METHODS = ("uniform", "one_line", "gaussian", "insight", "offline_filter")
@@ -155,6 +160,12 @@ def profiled(runs: dict, title: str = "The profile as the prior, not a filter") 
     return beside(runs, title, PROFILED, baselines, "its profiling counted as the filter's.")
 
 
+def filtered(runs: dict, title: str) -> list[str]:
+    """`FILTERED` (the one line on the rows the offline filter keeps) minus the filter, the one line and uniform."""
+    baselines = ("offline_filter", "one_line", "uniform")
+    return beside(runs, title, FILTERED, baselines, "its profiling counted, as the filter's (the same rollouts).")
+
+
 def at_filter_budget(runs: dict, title: str) -> list[str]:
     """`AT_FILTER_BUDGET` (the one line trained the rollouts the offline filter spends, its profiling included)
     minus the filter, the one line and uniform, with the rollouts each of the first two spent."""
@@ -249,6 +260,9 @@ def render(runs: dict, command: str) -> tuple[str, dict]:
     if "profiled" in runs:
         lines += profiled(runs["profiled"], "The profile as the prior, not a filter: every seed run")
         lines += profiled(held_back(runs["profiled"]), "The profile as the prior, on the held-back seeds")
+    if "filtered" in runs:
+        lines += filtered(runs["filtered"], "Filter once, then the one line: every seed run")
+        lines += filtered(held_back(runs["filtered"]), "Filter once, then the one line, on the held-back seeds")
     if "filter_budget" in runs:
         lines += at_filter_budget(runs["filter_budget"], "At the filter's rollouts: every seed run")
         lines += at_filter_budget(held_back(runs["filter_budget"]), "At the filter's rollouts, on the held-back seeds")

@@ -287,6 +287,26 @@ def test_the_profile_as_the_prior_on_the_held_back_seeds_pairs_those_seeds_alone
     assert practice.profiled(practice.held_back({"base": {m: {"0": ending(f)} for m, f in finals.items()}})) == []
 
 
+def test_the_one_line_on_the_filtered_rows_is_paired_with_the_filter_the_one_line_and_uniform():
+    finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_filtered": 0.57}
+    runs = {  # seed 5 (held back) ends 0.02 higher for the filtered run than seed 0 does
+        "base": {m: {"0": ending(f), "5": ending(f + 0.02 * (m == "one_line_filtered"))} for m, f in finals.items()},
+        "mostly_solved": {m: {"0": ending(f)} for m, f in finals.items() if m != "one_line_filtered"},  # not run
+    }
+    lines = practice.filtered(runs, "filtered")
+    assert lines[2] == "| one_line_filtered minus | `base` |"
+    # per seed +0.02/+0.04 over the filter, +0.05/+0.07 over the one line, +0.07/+0.09 over uniform
+    assert lines[4:7] == [
+        "| offline_filter | +0.030 ± 0.010 |",
+        "| one_line | +0.060 ± 0.010 |",
+        "| uniform | +0.080 ± 0.010 |",
+    ]
+    assert lines[-2] == "Seeds 0, 5; its profiling counted, as the filter's (the same rollouts)."
+    assert practice.filtered(practice.held_back(runs), "held back")[4] == "| offline_filter | +0.040 ± 0.000 |"
+    text, _ = practice.render({"filtered": runs}, "python benchmarks/verdict.py practice")
+    assert "## Filter once, then the one line: every seed run" in text and "line, on the held-back seeds" in text
+
+
 def test_the_one_line_at_the_filters_rollouts_is_paired_with_the_filter_and_names_what_each_spent():
     finals = {"uniform": 0.50, "one_line": 0.52, "offline_filter": 0.55, "one_line_filter_budget": 0.56}
     spent = {"offline_filter": 16_896, "one_line_filter_budget": 16_896}
