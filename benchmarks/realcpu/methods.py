@@ -23,8 +23,8 @@ know what no real selector can:
   a regime's `solve_rate` column (`KGPSConfig(prior_column="solve_rate")`), and `one_line_profiled` starting from
   the warm start's profiled pass rates as `offline_filter` measures them (a `pass_rate` column,
   `KGPSConfig(prior_column="pass_rate")`; its profiling counted as `offline_filter`'s is), and `one_line_filtered` the
-  one line on the rows `offline_filter` keeps, from the same profile (a user who filtered the dataset once, then added
-  `KGPSCallback()`; its profiling counted too, `filtered`);
+  one line on the rows `offline_filter` keeps from the same profile (`filtered`): a user who filtered the dataset once,
+  then added `KGPSCallback()`, its profiling counted too;
 - `uniform_ds`, `one_line_ds`: DAPO's dynamic sampling in the trainer (`realcpu.dynamic_sampling`): groups of equal
   rewards are dropped and generation goes on, `B` prompts a round, until the step holds `B` mixed groups, on
   uniformly drawn prompts or on those `KGPSCallback()` chooses (every completion generated is a rollout);

@@ -354,7 +354,7 @@ def test_the_one_line_on_the_filtered_rows_trains_on_what_the_filter_keeps_and_c
     # The warm start solves level 1 always, level 4 never, the others half the time: profiling drops every row of
     # levels 1 and 4 and keeps a row of levels 2-3 unless its 8 samples all agree (2/256 of them, on average).
     truth = np.select([levels == 1, levels == 4], [1.0, 0.0], 0.5)
-    monkeypatch.setattr(setting.Setting, "true_success", lambda self, model, dataset: truth[: len(dataset)])
+    monkeypatch.setattr(setting.Setting, "true_success", lambda self, model, dataset: truth)
     pool = setting.Setting(setting.ALL_REGIMES["base"], None, None, train, None, None)
     kept = methods.filtered(pool, None, seed=3).train
     middle = [prompt for prompt, level in zip(train["prompt"], levels) if level in (2, 3)]
@@ -363,9 +363,8 @@ def test_the_one_line_on_the_filtered_rows_trains_on_what_the_filter_keeps_and_c
     offline_filter, _ = methods.build("offline_filter", pool, None, 3)  # the same profile: the same rows
     assert kept["prompt"] == [train["prompt"][i] for i in offline_filter.kept]
     assert methods.profiling_rollouts("one_line_filtered", SimpleNamespace(train=train)) == 8 * 512
-    assert methods.build("one_line_filtered", None, None, 0) == (None, KGPSConfig()) and methods.known(
-        "one_line_filtered"
-    )
+    assert methods.known("one_line_filtered")
+    assert methods.build("one_line_filtered", None, None, 0) == (None, KGPSConfig())  # the one line, as users write it
     assert methods.dataset_for("one_line_filtered", kept).column_names == ["prompt", "answer", "level"]
 
 
