@@ -231,9 +231,8 @@ def test_a_run_of_its_own_length_trains_a_multiple_of_the_regimes_steps():
     assert methods.steps("one_line_filter_budget", base) == 400 + 8 * 512 // 32 == 528
     assert methods.steps("one_line_filter_budget", wide) == 400 + 8 * 1024 // 32 == 656
     assert methods.base_method("one_line_filter_budget") == "one_line" and methods.known("one_line_filter_budget")
-    assert (
-        methods.profiling_rollouts("one_line_filter_budget", base) == 0
-    )  # it profiles nothing: its budget goes to steps
+    # it profiles nothing: its budget goes to steps
+    assert methods.profiling_rollouts("one_line_filter_budget", base) == 0
     assert methods.base_method("uniform_long") == "uniform" and methods.known("uniform_long")
     assert methods.base_method("uniform_ds_half") == "uniform" and "uniform_ds_half" in methods.DYNAMIC_SAMPLING
     assert methods.base_method("one_line_x2") == methods.base_method("one_line_ds3") == "one_line"
