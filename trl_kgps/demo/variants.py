@@ -52,6 +52,7 @@ SHARED_ALTERNATIVES = {
     "gamma_3": {"gamma": 3.0},
     "flat": {"selection_temperature": 2.0},
     "fast_adaptive_q": {"process_noise_adaptation": 0.2},
+    "capped_residual": {"residual_cap": True},
 }
 
 

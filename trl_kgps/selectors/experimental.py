@@ -22,6 +22,7 @@ from .kgps import KGPSSelector
 from .per_prompt import PerPromptFilter
 from .registry import register_selector
 from .rule import SelectionRule
+from .shared_filter import SharedFilter
 
 
 OBJECTIVES = ("mixed", "variance")
@@ -96,6 +97,14 @@ class ExperimentalConfig(KGPSConfig):
             "'fixed Q' ablation. Leave unset for the update-coupled Q.",
         },
     )
+    residual_cap: bool = field(
+        default=False,
+        metadata={
+            "help": "With shared_variance > 0: cap each prompt's residual variance at the residual prior tau^2, so "
+            "that the drift widens a prompt's own belief up to that of a prompt not yet seen and no further (the "
+            "shared part carries the rest of it). False lets it grow by (1 - shared_noise_share) Q every round.",
+        },
+    )
     utility: str = field(
         default="posterior",
         metadata={
@@ -131,6 +140,8 @@ class ExperimentalConfig(KGPSConfig):
                 f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
                 "use a non-negative logit variance per round, or None for the update-coupled Q",
             )
+        if not isinstance(self.residual_cap, bool):
+            raise refusal("residual_cap", self.residual_cap, "be True or False", "use True to cap, False not to")
         if self.utility not in UTILITIES:
             raise refusal(
                 "utility",
@@ -148,6 +159,11 @@ class ExperimentalConfig(KGPSConfig):
                 f"shared_drift={self.shared_drift!r}: the shared factor already carries the pool's common drift. Set "
                 "shared_variance=0 for it."
             )
+        if self.shared_variance == 0 and self.residual_cap:
+            raise ValueError(
+                "residual_cap=True caps the residuals of the shared filter, but shared_variance=0 builds one filter "
+                "per prompt, which has none. Set shared_variance > 0 (or leave it unset) for it, or residual_cap=False."
+            )
 
 
 # The fields `ExperimentalConfig` adds, with their defaults: what a plain `KGPSConfig` runs with.
@@ -161,6 +177,26 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
     if isinstance(config, ExperimentalConfig):
         return config
     return ExperimentalConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
+
+
+class CappedSharedFilter(SharedFilter):
+    r"""
+    `SharedFilter` whose residual variances never exceed the residual prior: \\(P_i \leftarrow \min(P_i, \tau^2)\\)
+    wherever a variance is read, so the drift widens a prompt's own residual up to that of a prompt not yet seen,
+    no further. The cap is applied on reading, so the prediction stays O(1); it only lowers variances, so a bound on
+    the scores stays a bound.
+    """
+
+    def residual_variance(self, indices: np.ndarray) -> np.ndarray:
+        return np.minimum(super().residual_variance(indices), self.residual_prior)
+
+    def moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        shared_mean, shared_variance = self.factor.moments(indices)
+        return self.m[indices].astype(np.float64) + shared_mean, self.residual_variance(indices) + shared_variance
+
+    @property
+    def variance(self) -> np.ndarray:
+        return self.moments(np.arange(self.num_prompts))[1].astype(np.float32)
 
 
 # The group size of the 'mixed' objective before the first observation.
@@ -273,7 +309,16 @@ class ExperimentalSelector(KGPSSelector):
 
     def new_filter(self, features):
         if self.config.shared_variance > 0:
-            return super().new_filter(features)
+            shared = super().new_filter(features)
+            if not self.config.residual_cap:
+                return shared
+            return CappedSharedFilter(
+                shared.factor.design,
+                shared.shared_variance,
+                shared.initial_variance,
+                shared.noise_share,
+                shared.residual_adaptation,
+            )
         config = self.config
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
 

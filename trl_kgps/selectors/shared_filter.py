@@ -93,6 +93,13 @@ class SharedFilter(PromptBeliefs):
         shared_mean, shared_variance = self.factor.moments(indices)
         return m + shared_mean, P + shared_variance + self.unseen_extra * ~self.seen[indices]
 
+    def residual_variance(self, indices: np.ndarray) -> np.ndarray:
+        r"""
+        The residuals' variances \\(P_i\\) of `indices` (shape `(n,)`), float64: \\(\tau^2\\) = `P0 + unseen_extra`
+        plus the drift since the start for a prompt not yet seen.
+        """
+        return self.P[indices].astype(np.float64) + self.c + self.unseen_extra * ~self.seen[indices]
+
     def utility_moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`moments` as the utility takes them: the mean float32, the variance float64."""
         m, P = self.moments(indices)
@@ -125,9 +132,8 @@ class SharedFilter(PromptBeliefs):
             `np.ndarray` of shape `(n,)`, float64: each prompt's normalized innovation squared under its prior.
         """
         first = ~self.seen[indices]
-        # The residuals' prior: tau^2 = P0 + unseen_extra for a prompt not yet seen.
         m = self.m[indices].astype(np.float64)
-        P = self.P[indices].astype(np.float64) + self.c + self.unseen_extra * first
+        P = self.residual_variance(indices)
         m_new, P_new, (a, S) = self.factor.update(indices, m, P, s, k)
         nis = innovations_squared(a, S, s, k)
         self.m[indices] = m_new
@@ -174,7 +180,7 @@ class SharedFilter(PromptBeliefs):
             raise ValueError(f"state['seen'] is not one flag per prompt ({self.num_prompts}); it is corrupted.")
         if self.initial_variance + unseen_extra <= 0:
             raise ValueError(f"state['unseen_extra']={unseen_extra} makes a negative prior; it is corrupted.")
-        restored = SharedFilter(
+        restored = type(self)(
             factor.design, self.shared_variance, self.initial_variance, self.noise_share, self.residual_adaptation
         )
         restored.load_beliefs(state)
