@@ -402,3 +402,64 @@ def test_a_phase_change_widens_the_residual_prior_to_its_bound_and_nothing_overf
     state = selector.state_dict()
     assert all(np.isfinite(np.asarray(state[key], dtype=np.float64)).all() for key in ("mean", "variance_base"))
     assert np.isfinite(selector.scores()).all() and np.isfinite(selector.predicted_success()).all()
+
+
+def _capped_pair():
+    """The default with gamma and tau^2 fixed, and the same with `residual_cap`, after one identical update."""
+    from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
+
+    fields = dict(process_noise_adaptation=0.0, residual_adaptation=0.0)  # Q = 0.1 ||dtheta||, tau^2 = P0 = 1
+    features = {"level": [0] * 6 + [1] * 6}
+    plain = KGPSSelector(12, KGPSConfig(**fields), seed=0, features=features)
+    capped = ExperimentalSelector(12, ExperimentalConfig(residual_cap=True, **fields), seed=0, features=features)
+    for selector in (plain, capped):  # below the cap, an update is the default's
+        selector.update([0, 1, 6], [8, 3, 0], [8, 8, 8])
+    return plain, capped
+
+
+def test_with_residual_cap_the_drift_widens_a_residual_up_to_the_prior_and_no_further():
+    from scipy.integrate import quad
+
+    plain, capped = _capped_pair()
+    np.testing.assert_array_equal(capped.variance, plain.variance)
+    # 20 rounds of ||dtheta|| = 1: Q = 0.1, the residuals' half 0.05 a round, 1.0 in all; the shared part's half
+    # (Sigma += 0.05 I a round) is the same in both, since no update came between.
+    for _ in range(20):
+        plain.predict(1.0)
+        capped.predict(1.0)
+    shared = plain.shared.moments()[1]
+    np.testing.assert_allclose(capped.shared.moments()[1], shared)
+    residual = plain.variance.astype(np.float64) - shared
+    assert residual.min() > 1.0  # every residual, seen or not, has drifted past tau^2 = 1
+    np.testing.assert_allclose(capped.variance, shared + 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(capped.mean, plain.mean)
+
+    # What a prompt's next outcome is predicted from: E[sigmoid(psi)], psi ~ N(m, shared + 1), by scipy's quadrature.
+    def expected(m, v):
+        density = lambda x: np.exp(-((x - m) ** 2) / (2 * v)) / np.sqrt(2 * np.pi * v)  # noqa: E731
+        return quad(lambda x: density(x) / (1 + np.exp(-x)), m - 12 * np.sqrt(v), m + 12 * np.sqrt(v))[0]
+
+    m = capped.mean.astype(np.float64)
+    oracle = [expected(m[i], shared[i] + 1.0) for i in range(12)]
+    np.testing.assert_allclose(capped.predicted_success(), oracle, atol=2e-3)
+
+
+def test_a_capped_filter_s_state_restores_the_capped_filter_and_continues_bit_for_bit():
+    from trl_kgps.selectors.experimental import CappedSharedFilter, ExperimentalSelector
+
+    _, capped = _capped_pair()
+    for _ in range(20):
+        capped.predict(1.0)
+    restored = ExperimentalSelector.from_state_dict(capped.state_dict())
+    assert type(restored._filter) is CappedSharedFilter
+    np.testing.assert_array_equal(restored.variance, capped.variance)
+    np.testing.assert_array_equal(restored.select(4), capped.select(4))
+
+
+def test_residual_cap_is_refused_where_it_cannot_apply():
+    from trl_kgps.selectors.experimental import ExperimentalConfig
+
+    with pytest.raises(ValueError, match="residual_cap must be True or False, got 1"):
+        ExperimentalConfig(residual_cap=1)
+    with pytest.raises(ValueError, match="shared_variance=0 builds one filter per prompt"):
+        ExperimentalConfig(shared_variance=0.0, residual_cap=True)

@@ -36,8 +36,8 @@ class ExperimentalConfig(KGPSConfig):
     r"""
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
-    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), Thompson sampling
-    (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
+    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), the residuals' drift capped
+    at their prior (`residual_cap`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
     fixed \\(Q\\) (`fixed_process_noise`) and the utility at the mean (`utility="point"`).
     `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
     """
@@ -284,7 +284,8 @@ class ExperimentalSelector(KGPSSelector):
     r"""
     `KGPSSelector` with the variants of `ExperimentalConfig`, through its extension point: Thompson sampling,
     candidates dealt from passes over the pool, the 'mixed' objective and the utility at the mean
-    (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), and
+    (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the
+    residuals' drift capped at their prior (`CappedSharedFilter`, shared filter only), and
     the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain `KGPSConfig` it runs
     as a `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
 
