@@ -445,13 +445,13 @@ def test_with_residual_cap_the_drift_widens_a_residual_up_to_the_prior_and_no_fu
 
 
 def test_a_capped_filter_s_state_restores_the_capped_filter_and_continues_bit_for_bit():
-    from trl_kgps.selectors.experimental import CappedSharedFilter, ExperimentalSelector
+    from trl_kgps.selectors.experimental import ExperimentalSelector, ExperimentalSharedFilter
 
     _, capped = _capped_pair()
     for _ in range(20):
         capped.predict(1.0)
     restored = ExperimentalSelector.from_state_dict(capped.state_dict())
-    assert type(restored._filter) is CappedSharedFilter
+    assert type(restored._filter) is ExperimentalSharedFilter and restored._filter.cap
     np.testing.assert_array_equal(restored.variance, capped.variance)
     np.testing.assert_array_equal(restored.select(4), capped.select(4))
 
@@ -461,5 +461,7 @@ def test_residual_cap_is_refused_where_it_cannot_apply():
 
     with pytest.raises(ValueError, match="residual_cap must be True or False, got 1"):
         ExperimentalConfig(residual_cap=1)
-    with pytest.raises(ValueError, match="shared_variance=0 builds one filter per prompt"):
+    with pytest.raises(
+        ValueError, match="residual_cap=True acts on the residuals of the shared filter, but shared_variance=0"
+    ):
         ExperimentalConfig(shared_variance=0.0, residual_cap=True)

@@ -53,6 +53,8 @@ SHARED_ALTERNATIVES = {
     "flat": {"selection_temperature": 2.0},
     "fast_adaptive_q": {"process_noise_adaptation": 0.2},
     "capped_residual": {"residual_cap": True},
+    "group_residual": {"residual_prior_by_group": True},
+    "group_residual_capped": {"residual_prior_by_group": True, "residual_cap": True},
 }
 
 

@@ -22,7 +22,7 @@ from .kgps import KGPSSelector
 from .per_prompt import PerPromptFilter
 from .registry import register_selector
 from .rule import SelectionRule
-from .shared_filter import SharedFilter
+from .shared_filter import SharedFilter, adapted_prior
 
 
 OBJECTIVES = ("mixed", "variance")
@@ -37,7 +37,7 @@ class ExperimentalConfig(KGPSConfig):
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
     (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), the residuals' drift capped
-    at their prior (`residual_cap`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
+    at their prior (`residual_cap`) or their prior learnt per group (`residual_prior_by_group`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
     fixed \\(Q\\) (`fixed_process_noise`) and the utility at the mean (`utility="point"`).
     `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
     """
@@ -105,6 +105,13 @@ class ExperimentalConfig(KGPSConfig):
             "shared part carries the rest of it). False lets it grow by (1 - shared_noise_share) Q every round.",
         },
     )
+    residual_prior_by_group: bool = field(
+        default=False,
+        metadata={
+            "help": "With shared_variance > 0: learn the residual prior tau^2 per group of prompts that share a "
+            "feature row (a level), each from its own prompts' first outcomes, instead of one for the pool.",
+        },
+    )
     utility: str = field(
         default="posterior",
         metadata={
@@ -140,8 +147,9 @@ class ExperimentalConfig(KGPSConfig):
                 f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
                 "use a non-negative logit variance per round, or None for the update-coupled Q",
             )
-        if not isinstance(self.residual_cap, bool):
-            raise refusal("residual_cap", self.residual_cap, "be True or False", "use True to cap, False not to")
+        for name in ("residual_cap", "residual_prior_by_group"):
+            if not isinstance(getattr(self, name), bool):
+                raise refusal(name, getattr(self, name), "be True or False", "use True or False")
         if self.utility not in UTILITIES:
             raise refusal(
                 "utility",
@@ -159,11 +167,12 @@ class ExperimentalConfig(KGPSConfig):
                 f"shared_drift={self.shared_drift!r}: the shared factor already carries the pool's common drift. Set "
                 "shared_variance=0 for it."
             )
-        if self.shared_variance == 0 and self.residual_cap:
-            raise ValueError(
-                "residual_cap=True caps the residuals of the shared filter, but shared_variance=0 builds one filter "
-                "per prompt, which has none. Set shared_variance > 0 (or leave it unset) for it, or residual_cap=False."
-            )
+        for name in ("residual_cap", "residual_prior_by_group"):
+            if self.shared_variance == 0 and getattr(self, name):
+                raise ValueError(
+                    f"{name}=True acts on the residuals of the shared filter, but shared_variance=0 builds one filter "
+                    f"per prompt, which has none. Set shared_variance > 0 (or leave it unset) for it, or {name}=False."
+                )
 
 
 # The fields `ExperimentalConfig` adds, with their defaults: what a plain `KGPSConfig` runs with.
@@ -179,16 +188,47 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
     return ExperimentalConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
 
 
-class CappedSharedFilter(SharedFilter):
+class ExperimentalSharedFilter(SharedFilter):
     r"""
-    `SharedFilter` whose residual variances never exceed the residual prior: \\(P_i \leftarrow \min(P_i, \tau^2)\\)
-    wherever a variance is read, so the drift widens a prompt's own residual up to that of a prompt not yet seen,
-    no further. The cap is applied on reading, so the prediction stays O(1); it only lowers variances, so a bound on
-    the scores stays a bound.
+    `SharedFilter` with two variants. `by_group`: the residual prior learnt per group of prompts that share a feature
+    row (a level), \\(\tau_g^2\\), each moved by its own prompts' first outcomes by the pool's rule
+    (`shared_filter.adapted_prior`). `cap`: every residual variance capped at its prompt's prior,
+    \\(P_i \leftarrow \min(P_i, \tau^2)\\), so the drift widens a prompt's own residual up to that of a prompt of its
+    group not yet seen, no further; applied where a variance is read, so the prediction stays O(1), and only lowering
+    variances, so a bound on the scores stays a bound.
+
+    Args: as `SharedFilter`'s, and `cap`, `by_group` (`bool`).
+
+    Attributes:
+        group_extra (`np.ndarray` of shape `(C,)`, float64): \\(\tau_g^2 - P_0\\) per distinct feature row (`by_group`).
     """
 
+    def __init__(self, *args, cap: bool = False, by_group: bool = False):
+        super().__init__(*args)
+        self.cap, self.by_group = cap, by_group
+        self.group_extra = np.zeros(self.factor.design.num_cells)
+
+    @property
+    def residual_prior(self) -> float:
+        r"""\\(\tau^2\\), or with `by_group` its mean over the prompts (what the metrics log)."""
+        if not self.by_group:
+            return super().residual_prior
+        return float(np.mean(self.prior_of(np.arange(self.num_prompts))))
+
+    def prior_of(self, indices: np.ndarray) -> np.ndarray:
+        """The residual prior of each prompt of `indices` (shape `(n,)`): its group's with `by_group`."""
+        if not self.by_group:
+            return np.full(indices.size, super().residual_prior)
+        return self.initial_variance + self.group_extra[self.factor.design.row_of[indices]]
+
     def residual_variance(self, indices: np.ndarray) -> np.ndarray:
-        return np.minimum(super().residual_variance(indices), self.residual_prior)
+        if self.by_group:
+            unseen = ~self.seen[indices]
+            variance = self.P[indices].astype(np.float64) + self.c
+            variance += (self.prior_of(indices) - self.initial_variance) * unseen
+        else:
+            variance = super().residual_variance(indices)
+        return np.minimum(variance, self.prior_of(indices)) if self.cap else variance
 
     def moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shared_mean, shared_variance = self.factor.moments(indices)
@@ -197,6 +237,28 @@ class CappedSharedFilter(SharedFilter):
     @property
     def variance(self) -> np.ndarray:
         return self.moments(np.arange(self.num_prompts))[1].astype(np.float32)
+
+    def adapt_residual_prior(self, first: np.ndarray, nis: np.ndarray) -> None:
+        if not self.by_group:
+            return super().adapt_residual_prior(first, nis)
+        P0, groups = self.initial_variance, self.factor.design.row_of[first]
+        for g in np.unique(groups):
+            tau2 = adapted_prior(
+                P0 + self.group_extra[g], float(np.mean(nis[groups == g])), P0, self.residual_adaptation
+            )
+            self.group_extra[g] = tau2 - P0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "group_extra": self.group_extra.copy()}
+
+    def restored(self, state: dict[str, Any]) -> "ExperimentalSharedFilter":
+        restored = super().restored(state)
+        cells = restored.factor.design.num_cells
+        group_extra = np.asarray(state.get("group_extra", np.zeros(cells)), dtype=np.float64)
+        if group_extra.shape != (cells,) or not np.isfinite(group_extra).all():
+            raise ValueError(f"state['group_extra'] is not one finite value per group ({cells}); it is corrupted.")
+        restored.cap, restored.by_group, restored.group_extra = self.cap, self.by_group, group_extra.copy()
+        return restored
 
 
 # The group size of the 'mixed' objective before the first observation.
@@ -285,7 +347,8 @@ class ExperimentalSelector(KGPSSelector):
     `KGPSSelector` with the variants of `ExperimentalConfig`, through its extension point: Thompson sampling,
     candidates dealt from passes over the pool, the 'mixed' objective and the utility at the mean
     (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the
-    residuals' drift capped at their prior (`CappedSharedFilter`, shared filter only), and
+    residuals' drift capped at their prior and their prior learnt per group (`ExperimentalSharedFilter`, shared filter
+    only), and
     the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain `KGPSConfig` it runs
     as a `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
 
@@ -311,15 +374,16 @@ class ExperimentalSelector(KGPSSelector):
     def new_filter(self, features):
         if self.config.shared_variance > 0:
             shared = super().new_filter(features)
-            if not self.config.residual_cap:
+            cap, by_group = self.config.residual_cap, self.config.residual_prior_by_group
+            if not (cap or by_group):
                 return shared
-            return CappedSharedFilter(
-                shared.factor.design,
+            arguments = (
                 shared.shared_variance,
                 shared.initial_variance,
                 shared.noise_share,
                 shared.residual_adaptation,
             )
+            return ExperimentalSharedFilter(shared.factor.design, *arguments, cap=cap, by_group=by_group)
         config = self.config
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
 

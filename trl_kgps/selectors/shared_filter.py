@@ -31,6 +31,21 @@ from .shared_factor import Design, SharedFactor
 _MIN_RESIDUAL_PRIOR_SCALE, _MAX_RESIDUAL_PRIOR_SCALE = 1e-3, 100.0
 
 
+def adapted_prior(tau2: float, nis_first: float, P0: float, rate: float) -> float:
+    r"""
+    \\(\tau^2 \exp(\eta (\mathrm{NIS} - 1))\\) within \\([P_0 / 10^3, 100 P_0]\\): the residual prior `tau2` after first
+    outcomes of mean normalized innovation squared `nis_first`, at step size `rate` (\\(\eta\\)).
+    """
+    # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the prompts
+    # not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less. The step is on
+    # log tau^2: a surprise that would carry it past the upper bound (a phase change can make NIS reach 1e4 and more,
+    # and exp() overflow) lands on the bound itself.
+    low, high = _MIN_RESIDUAL_PRIOR_SCALE * P0, _MAX_RESIDUAL_PRIOR_SCALE * P0
+    step = rate * (nis_first - 1.0)
+    new = high if step > math.log(high / tau2) else tau2 * math.exp(step)
+    return min(max(new, low), high)
+
+
 class SharedFilter(PromptBeliefs):
     r"""
     The shared part \\(\beta\\) of the prompts in `design` and every prompt's residual \\(r_i\\).
@@ -140,19 +155,16 @@ class SharedFilter(PromptBeliefs):
         self.P[indices] = P_new - self.c
         self.seen[indices] = True
         if self.residual_adaptation > 0 and first.any():
-            self._adapt_residual_prior(float(np.mean(nis[first])))
+            self.adapt_residual_prior(indices[first], nis[first])
         return nis
 
-    def _adapt_residual_prior(self, nis_first: float) -> None:
-        # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the
-        # prompts not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less. The
-        # step is on log tau^2, within [P0 / 1e3, 100 P0]: a surprise that would carry it past the upper bound (a
-        # phase change can make NIS reach 1e4 and more, and exp() overflow) lands on the bound itself.
-        P0 = self.initial_variance
-        low, high = _MIN_RESIDUAL_PRIOR_SCALE * P0, _MAX_RESIDUAL_PRIOR_SCALE * P0
-        step = self.residual_adaptation * (nis_first - 1.0)
-        tau2 = high if step > math.log(high / self.residual_prior) else self.residual_prior * math.exp(step)
-        self.unseen_extra = min(max(tau2, low), high) - P0
+    def adapt_residual_prior(self, first: np.ndarray, nis: np.ndarray) -> None:
+        r"""
+        \\(\tau^2\\) moved by the normalized innovations squared `nis` of the prompts `first`, each seen for the first
+        time (shape `(n,)` each), as the module's docstring says.
+        """
+        tau2 = adapted_prior(self.residual_prior, float(np.mean(nis)), self.initial_variance, self.residual_adaptation)
+        self.unseen_extra = tau2 - self.initial_variance
 
     def state_dict(self) -> dict[str, Any]:
         """The residuals, the shared factor, `seen` and `unseen_extra` under the state format's names."""
