@@ -348,31 +348,31 @@ def test_the_card_and_the_metrics_say_what_was_shared():
     assert metrics["kgps/group/level=hard/batch_share"] == pytest.approx(1 / 3)
 
 
+def _predictive(m, P, k):
+    """E[s] and Var[s] for s ~ Binomial(k, sigmoid(psi)), psi ~ N(m, P), by scipy's adaptive quadrature."""
+    from scipy.integrate import quad
+
+    def moment(power):  # E[sigmoid(psi)^power]
+        def integrand(x):
+            return (1 / (1 + np.exp(-x))) ** power * np.exp(-((x - m) ** 2) / (2 * P)) / np.sqrt(2 * np.pi * P)
+
+        return quad(integrand, m - 12 * np.sqrt(P), m + 12 * np.sqrt(P))[0]
+
+    p1, p2 = moment(1), moment(2)
+    return k * p1, k * (p1 - p2) + k**2 * (p2 - p1**2)
+
+
 def test_the_residual_prior_moves_by_the_first_outcomes_normalized_innovation():
     # tau^2 <- clip(tau^2 exp(rate (NIS_new - 1))), NIS_new the mean of (s - E[s])^2 / Var[s] over the batch's
     # prompts seen for the first time, under each one's prior N(m, P) (shared part included): here E[s] and Var[s]
     # by scipy's adaptive quadrature, independent of the selector's Gauss-Hermite nodes
-    from scipy.integrate import quad
-
-    def predictive(m, P, k):
-        """E[s] and Var[s] for s ~ Binomial(k, sigmoid(psi)), psi ~ N(m, P)."""
-
-        def moment(power):  # E[sigmoid(psi)^power]
-            def integrand(x):
-                return (1 / (1 + np.exp(-x))) ** power * np.exp(-((x - m) ** 2) / (2 * P)) / np.sqrt(2 * np.pi * P)
-
-            return quad(integrand, m - 12 * np.sqrt(P), m + 12 * np.sqrt(P))[0]
-
-        p1, p2 = moment(1), moment(2)
-        return k * p1, k * (p1 - p2) + k**2 * (p2 - p1**2)
-
     config = KGPSConfig(feature_columns=["level"], residual_adaptation=0.05)
     selector = KGPSSelector(9, config, features={"level": [0, 0, 0, 1, 1, 1, 2, 2, 2]}, seed=0)
     tau2, seen = selector.config.initial_variance, set()  # the with-metadata 1.0: built without a dataset
     for batch, s in (([0, 3, 6], [0, 8, 8]), ([0, 1, 4, 7], [2, 8, 0, 1])):  # prompt 0 again: not a first outcome
         m, P = selector.mean.astype(np.float64)[batch], selector.variance.astype(np.float64)[batch]
         first = [j for j, i in enumerate(batch) if i not in seen]
-        nis = [(s[j] - e) ** 2 / v for j, (e, v) in zip(first, (predictive(m[j], P[j], 8) for j in first))]
+        nis = [(s[j] - e) ** 2 / v for j, (e, v) in zip(first, (_predictive(m[j], P[j], 8) for j in first))]
         tau2 = float(np.clip(tau2 * np.exp(0.05 * (np.mean(nis) - 1)), 1e-3, 100.0))
         seen |= set(batch)
         selector.update(batch, s, np.full(len(batch), 8))
@@ -444,24 +444,39 @@ def test_with_residual_cap_the_drift_widens_a_residual_up_to_the_prior_and_no_fu
     np.testing.assert_allclose(capped.predicted_success(), oracle, atol=2e-3)
 
 
-def test_a_capped_filter_s_state_restores_the_capped_filter_and_continues_bit_for_bit():
-    from trl_kgps.selectors.experimental import ExperimentalSelector, ExperimentalSharedFilter
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(residual_cap=True),
+        dict(residual_prior_by_group=True),
+        dict(residual_cap=True, residual_prior_by_group=True),
+    ],
+    ids=["cap", "by_group", "both"],
+)
+def test_a_residual_variant_s_state_restores_its_filter_and_continues_bit_for_bit(fields):
+    from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
-    _, capped = _capped_pair()
-    for _ in range(20):
-        capped.predict(1.0)
-    restored = ExperimentalSelector.from_state_dict(capped.state_dict())
-    assert type(restored._filter) is ExperimentalSharedFilter and restored._filter.cap
-    np.testing.assert_array_equal(restored.variance, capped.variance)
-    np.testing.assert_array_equal(restored.select(4), capped.select(4))
+    config = ExperimentalConfig(**fields)
+    selector = ExperimentalSelector(12, config, seed=3, features={"level": [0] * 6 + [1] * 6})
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        batch = selector.select(3)
+        selector.predict(1.0)
+        selector.update(batch, rng.binomial(8, 0.3, 3), np.full(3, 8))
+    restored = ExperimentalSelector.from_state_dict(selector.state_dict())
+    assert (restored._filter.cap, restored._filter.by_group) == (config.residual_cap, config.residual_prior_by_group)
+    np.testing.assert_array_equal(restored._filter.group_extra, selector._filter.group_extra)
+    if config.residual_prior_by_group:  # the levels' priors moved apart
+        assert np.ptp(selector._filter.group_extra) > 0
+    np.testing.assert_array_equal(restored.variance, selector.variance)
+    np.testing.assert_array_equal(restored.select(4), selector.select(4))
 
 
-def test_residual_cap_is_refused_where_it_cannot_apply():
+@pytest.mark.parametrize("name", ["residual_cap", "residual_prior_by_group"])
+def test_a_residual_variant_is_refused_where_it_cannot_apply(name):
     from trl_kgps.selectors.experimental import ExperimentalConfig
 
-    with pytest.raises(ValueError, match="residual_cap must be True or False, got 1"):
-        ExperimentalConfig(residual_cap=1)
-    with pytest.raises(
-        ValueError, match="residual_cap=True acts on the residuals of the shared filter, but shared_variance=0"
-    ):
-        ExperimentalConfig(shared_variance=0.0, residual_cap=True)
+    with pytest.raises(ValueError, match=f"{name} must be True or False, got 1"):
+        ExperimentalConfig(**{name: 1})
+    with pytest.raises(ValueError, match=f"{name}=True acts on the residuals of the shared filter, but shared_varia"):
+        ExperimentalConfig(shared_variance=0.0, **{name: True})

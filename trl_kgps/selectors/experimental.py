@@ -36,8 +36,9 @@ class ExperimentalConfig(KGPSConfig):
     r"""
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
-    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), the residuals' drift capped
-    at their prior (`residual_cap`) or their prior learnt per group (`residual_prior_by_group`), Thompson sampling (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
+    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), the residuals' drift capped at
+    their prior (`residual_cap`) or their prior learnt per group (`residual_prior_by_group`), Thompson sampling
+    (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
     fixed \\(Q\\) (`fixed_process_noise`) and the utility at the mean (`utility="point"`).
     `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
     """
@@ -200,7 +201,8 @@ class ExperimentalSharedFilter(SharedFilter):
     Args: as `SharedFilter`'s, and `cap`, `by_group` (`bool`).
 
     Attributes:
-        group_extra (`np.ndarray` of shape `(C,)`, float64): \\(\tau_g^2 - P_0\\) per distinct feature row (`by_group`).
+        group_extra (`np.ndarray` of shape `(C,)`, float64): \\(\tau_g^2 - P_0\\) per distinct feature row
+            (`by_group`).
     """
 
     def __init__(self, *args, cap: bool = False, by_group: bool = False):

@@ -33,8 +33,8 @@ _MIN_RESIDUAL_PRIOR_SCALE, _MAX_RESIDUAL_PRIOR_SCALE = 1e-3, 100.0
 
 def adapted_prior(tau2: float, nis_first: float, P0: float, rate: float) -> float:
     r"""
-    \\(\tau^2 \exp(\eta (\mathrm{NIS} - 1))\\) within \\([P_0 / 10^3, 100 P_0]\\): the residual prior `tau2` after first
-    outcomes of mean normalized innovation squared `nis_first`, at step size `rate` (\\(\eta\\)).
+    \\(\tau^2 \exp(\eta (\mathrm{NIS} - 1))\\) within \\([P_0 / 10^3, 100 P_0]\\): the residual prior `tau2` after
+    first outcomes of mean normalized innovation squared `nis_first`, at step size `rate` (\\(\eta\\)).
     """
     # Empirical Bayes for the spread of prompts around what their features predict: widen the prior of the prompts
     # not yet seen when first outcomes deviate more than it predicts (NIS > 1), narrow it when less. The step is on
@@ -110,8 +110,9 @@ class SharedFilter(PromptBeliefs):
 
     def residual_variance(self, indices: np.ndarray) -> np.ndarray:
         r"""
-        The residuals' variances \\(P_i\\) of `indices` (shape `(n,)`), float64: \\(\tau^2\\) = `P0 + unseen_extra`
-        plus the drift since the start for a prompt not yet seen.
+        The residuals' variances \\(P_i\\) of `indices` (shape `(n,)`), float64, as an update reads them: `P[i] + c`
+        for a prompt seen, \\(\tau^2\\) = `P0 + unseen_extra` plus the drift since the start for one not yet seen.
+        Extension point, with `adapt_residual_prior`, for the residual variants of `selectors.experimental`.
         """
         return self.P[indices].astype(np.float64) + self.c + self.unseen_extra * ~self.seen[indices]
 
