@@ -453,7 +453,8 @@ def test_with_residual_cap_the_drift_widens_a_residual_up_to_the_prior_and_no_fu
     ],
     ids=["cap", "by_group", "both"],
 )
-def test_a_residual_variant_s_state_restores_its_filter_and_continues_bit_for_bit(fields):
+def test_a_residual_variant_s_state_file_restores_its_filter_and_continues_bit_for_bit(fields, tmp_path):
+    from trl_kgps.engine import state_file
     from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
     config = ExperimentalConfig(**fields)
@@ -463,7 +464,9 @@ def test_a_residual_variant_s_state_restores_its_filter_and_continues_bit_for_bi
         batch = selector.select(3)
         selector.predict(1.0)
         selector.update(batch, rng.binomial(8, 0.3, 3), np.full(3, 8))
-    restored = ExperimentalSelector.from_state_dict(selector.state_dict())
+    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
+    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
+    restored = ExperimentalSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
     assert (restored._filter.cap, restored._filter.by_group) == (config.residual_cap, config.residual_prior_by_group)
     np.testing.assert_array_equal(restored._filter.group_extra, selector._filter.group_extra)
     if config.residual_prior_by_group:  # the levels' priors moved apart

@@ -350,9 +350,9 @@ class ExperimentalSelector(KGPSSelector):
     candidates dealt from passes over the pool, the 'mixed' objective and the utility at the mean
     (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the
     residuals' drift capped at their prior and their prior learnt per group (`ExperimentalSharedFilter`, shared filter
-    only), and
-    the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain `KGPSConfig` it runs
-    as a `KGPSSelector`, bit for bit. Its state adds the candidate pass and the group size last seen.
+    only), and the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain
+    `KGPSConfig` it runs as a `KGPSSelector`, bit for bit. Its state adds the candidate pass, the group size last seen
+    and, with a residual variant, each group's prior.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
     default).
