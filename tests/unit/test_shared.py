@@ -483,3 +483,34 @@ def test_a_residual_variant_is_refused_where_it_cannot_apply(name):
         ExperimentalConfig(**{name: 1})
     with pytest.raises(ValueError, match=f"{name}=True acts on the residuals of the shared filter, but shared_varia"):
         ExperimentalConfig(shared_variance=0.0, **{name: True})
+
+
+def test_retire_after_stops_drawing_a_prompt_solved_in_its_last_groups_and_its_state_file_keeps_the_count(tmp_path):
+    from trl_kgps.engine import state_file
+    from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
+
+    selector = ExperimentalSelector(
+        12, ExperimentalConfig(retire_after=2), seed=0, features={"level": [0] * 6 + [1] * 6}
+    )
+    # prompt 0: 8/8 twice, retired; prompt 1: 8/8, 7/8, 8/8, one in a row; prompt 2: 8/8 once; prompt 3: 4/8
+    for batch, s in (([0, 1, 2, 3], [8, 8, 8, 4]), ([0, 1], [8, 7]), ([1], [8])):
+        selector.update(batch, s, np.full(len(batch), 8))
+    np.testing.assert_array_equal(selector._rule.solved_streak[:4], [2, 1, 1, 0])
+    assert selector.scores()[0] == 0 and (np.delete(selector.scores(), 0) > 0).all()
+    drawn = np.concatenate([selector.select(5) for _ in range(40)])
+    assert 0 not in drawn and {1, 2, 3} <= set(drawn.tolist())
+    assert 0 in selector.select(12)  # drawn last, once no other prompt is left
+
+    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
+    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
+    restored = ExperimentalSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
+    np.testing.assert_array_equal(restored._rule.solved_streak, selector._rule.solved_streak)
+    np.testing.assert_array_equal(restored.select(5), selector.select(5))
+
+
+@pytest.mark.parametrize("value", [-1, 1.5])
+def test_retire_after_is_refused_unless_a_count(value):
+    from trl_kgps.selectors.experimental import ExperimentalConfig
+
+    with pytest.raises(ValueError, match=f"retire_after must be an integer >= 0, got {value}"):
+        ExperimentalConfig(retire_after=value)

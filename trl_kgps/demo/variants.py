@@ -55,6 +55,7 @@ SHARED_ALTERNATIVES = {
     "capped_residual": {"residual_cap": True},
     "group_residual": {"residual_prior_by_group": True},
     "group_residual_capped": {"residual_prior_by_group": True, "residual_cap": True},
+    "retire_2": {"retire_after": 2},
 }
 
 

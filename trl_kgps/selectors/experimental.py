@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
-from ._checks import as_delta_norms
+from ._checks import as_delta_norms, as_observations
 from ._draw import CandidatePass, draw
 from ._utility import expected_mixed_group_probability, mixed_group_probability
 from .kgps import KGPSSelector
@@ -37,7 +37,8 @@ class ExperimentalConfig(KGPSConfig):
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
     (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), the residuals' drift capped at
-    their prior (`residual_cap`) or their prior learnt per group (`residual_prior_by_group`), Thompson sampling
+    their prior (`residual_cap`) or their prior learnt per group (`residual_prior_by_group`), prompts solved in every
+    rollout of their last groups no longer drawn (`retire_after`), Thompson sampling
     (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
     fixed \\(Q\\) (`fixed_process_noise`) and the utility at the mean (`utility="point"`).
     `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
@@ -113,6 +114,14 @@ class ExperimentalConfig(KGPSConfig):
             "feature row (a level), each from its own prompts' first outcomes, instead of one for the pool.",
         },
     )
+    retire_after: int = field(
+        default=0,
+        metadata={
+            "help": "Stop drawing a prompt once its last retire_after groups were all successes (its score becomes 0, "
+            "so it is drawn only when no other prompt is left), as an offline filter drops the prompts a model "
+            "always solves, but from the rollouts of the run. 0 is off.",
+        },
+    )
     utility: str = field(
         default="posterior",
         metadata={
@@ -148,6 +157,8 @@ class ExperimentalConfig(KGPSConfig):
                 f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
                 "use a non-negative logit variance per round, or None for the update-coupled Q",
             )
+        if not (is_integer(self.retire_after) and self.retire_after >= 0):
+            raise refusal("retire_after", self.retire_after, "be an integer >= 0", "use 0 (off) or a number of groups")
         for name in ("residual_cap", "residual_prior_by_group"):
             if not isinstance(getattr(self, name), bool):
                 raise refusal(name, getattr(self, name), "be True or False", "use True or False")
@@ -270,8 +281,9 @@ _DEFAULT_GROUP_SIZE = 8
 class ExperimentalRule(SelectionRule):
     r"""
     `SelectionRule` with the variants of `ExperimentalConfig` that choose otherwise: Thompson sampling, candidates
-    dealt from passes over the pool, the 'mixed' objective and the utility at the mean. For a plain `KGPSConfig` it
-    chooses as `SelectionRule`, bit for bit. It keeps the candidate pass and the group size last seen.
+    dealt from passes over the pool, the 'mixed' objective, the utility at the mean and the retirement of prompts
+    always solved (`retire_after`). For a plain `KGPSConfig` it chooses as `SelectionRule`, bit for bit. It keeps the
+    candidate pass, the group size last seen and, with `retire_after`, each prompt's groups in a row all solved.
 
     Args: as `SelectionRule`'s; `config` an `ExperimentalConfig`.
     """
@@ -280,6 +292,7 @@ class ExperimentalRule(SelectionRule):
         super().__init__(beliefs, config, num_prompts, row_weight)
         self.candidate_pass = CandidatePass(num_prompts)
         self.group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
+        self.solved_streak = np.zeros(num_prompts, dtype=np.int64)  # each prompt's last groups all successes (retire)
 
     @property
     def points(self) -> int | None:
@@ -287,7 +300,10 @@ class ExperimentalRule(SelectionRule):
 
     @property
     def ranks(self) -> bool:
-        return super().ranks and self.config.objective == "variance" and self.config.shared_drift == 0
+        config = self.config
+        return (
+            super().ranks and config.objective == "variance" and config.shared_drift == 0 and not config.retire_after
+        )
 
     @property
     def score_bound(self) -> float:
@@ -300,17 +316,29 @@ class ExperimentalRule(SelectionRule):
 
     def score(self, indices: np.ndarray) -> np.ndarray:
         if self.config.objective == "variance":
-            return super().score(indices)
-        m, P = self.beliefs.utility_moments(indices)
-        return expected_mixed_group_probability(m, P, self.group_size, self.points)
+            score = super().score(indices)
+        else:
+            m, P = self.beliefs.utility_moments(indices)
+            score = expected_mixed_group_probability(m, P, self.group_size, self.points)
+        return self.unless_retired(indices, score)
+
+    def unless_retired(self, indices: np.ndarray, score: np.ndarray) -> np.ndarray:
+        """`score` (shape `(n,)`), 0 for the prompts of `indices` retired (`retire_after`)."""
+        if not self.config.retire_after:
+            return score
+        return np.where(self.solved_streak[indices] >= self.config.retire_after, 0.0, score)
+
+    def solved(self, indices: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
+        """Counts, for `retire_after`, each prompt's groups in a row with every rollout a success."""
+        self.solved_streak[indices] = np.where(s == k, self.solved_streak[indices] + 1, 0)
 
     def thompson_score(self, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt, from `rng`."""
         m, P = self.beliefs.moments(indices)
         psi = m + np.sqrt(np.maximum(P, 0.0)) * rng.standard_normal(indices.size)
         if self.config.objective == "variance":
-            return 1.0 / (2.0 + 2.0 * np.cosh(psi))
-        return mixed_group_probability(psi, self.group_size)
+            return self.unless_retired(indices, 1.0 / (2.0 + 2.0 * np.cosh(psi)))
+        return self.unless_retired(indices, mixed_group_probability(psi, self.group_size))
 
     def choose(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         config = self.config
@@ -328,7 +356,8 @@ class ExperimentalRule(SelectionRule):
         self.group_size_seen = int(trials.max())
 
     def state_dict(self) -> dict[str, Any]:
-        return {**self.candidate_pass.state_dict(), "group_size_seen": self.group_size_seen}
+        state = {**self.candidate_pass.state_dict(), "group_size_seen": self.group_size_seen}
+        return {**state, "solved_streak": self.solved_streak.copy()} if self.config.retire_after else state
 
     def restored(self, state: dict[str, Any], beliefs) -> "ExperimentalRule":
         """`SelectionRule.restored`, with the pass and the group size, both checked first."""
@@ -339,8 +368,13 @@ class ExperimentalRule(SelectionRule):
             )
         candidate_pass = CandidatePass(self.num_prompts)
         candidate_pass.load_state_dict(state)
+        streak = np.asarray(state.get("solved_streak", np.zeros(self.num_prompts, dtype=np.int64)))
+        if streak.shape != (self.num_prompts,) or streak.dtype.kind not in "iu" or (streak < 0).any():
+            raise ValueError(
+                f"state['solved_streak'] is not a count per prompt ({self.num_prompts}); it is corrupted."
+            )
         rule = super().restored(state, beliefs)
-        rule.candidate_pass, rule.group_size_seen = candidate_pass, group_size_seen
+        rule.candidate_pass, rule.group_size_seen, rule.solved_streak = candidate_pass, group_size_seen, streak.copy()
         return rule
 
 
@@ -388,6 +422,12 @@ class ExperimentalSelector(KGPSSelector):
             return ExperimentalSharedFilter(shared.factor.design, *arguments, cap=cap, by_group=by_group)
         config = self.config
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
+
+    def update(self, indices, successes, trials) -> None:
+        """`KGPSSelector.update`, and with `retire_after` each observed prompt's groups in a row all successes."""
+        super().update(indices, successes, trials)
+        if self.config.retire_after:
+            self._rule.solved(*as_observations(indices, successes, trials, self.num_prompts))
 
     def process_noise(self, delta_norm) -> float:
         r"""
