@@ -381,12 +381,13 @@ class ExperimentalRule(SelectionRule):
 class ExperimentalSelector(KGPSSelector):
     r"""
     `KGPSSelector` with the variants of `ExperimentalConfig`, through its extension point: Thompson sampling,
-    candidates dealt from passes over the pool, the 'mixed' objective and the utility at the mean
-    (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`, per-prompt filter only), the
-    residuals' drift capped at their prior and their prior learnt per group (`ExperimentalSharedFilter`, shared filter
-    only), and the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\) and a fixed \\(Q\\). For a plain
-    `KGPSConfig` it runs as a `KGPSSelector`, bit for bit. Its state adds the candidate pass, the group size last seen
-    and, with a residual variant, each group's prior.
+    candidates dealt from passes over the pool, the 'mixed' objective, the utility at the mean and the retirement of
+    prompts always solved (`ExperimentalRule`), the pool's mean surprise added to every prompt (`shared_drift`,
+    per-prompt filter only), the residuals' drift capped at their prior and their prior learnt per group
+    (`ExperimentalSharedFilter`, shared filter only), and the ablations of \\(Q = \gamma \lVert\Delta\theta\rVert^p\\)
+    and a fixed \\(Q\\). For a plain `KGPSConfig` it runs as a `KGPSSelector`, bit for bit. Its state adds the
+    candidate pass, the group size last seen, and what a variant keeps: each group's prior, each prompt's groups in a
+    row solved.
 
     Args: as `KGPSSelector`'s; `config` an `ExperimentalConfig` (a `KGPSConfig` is read with every added field at its
     default).
