@@ -207,7 +207,8 @@ def test_a_variant_name_with_a_column_reads_that_column_as_its_feature():
 
 
 # Every value the field checks refused when they were declared as argparse actions, with its message, and the bounds
-# they accepted (recorded from that implementation): the plain checks in `__post_init__` must say exactly the same.
+# they accepted (recorded from that implementation; for a field added since, from its check when it was added): the
+# plain checks in `__post_init__` must say exactly the same.
 RECORDED = json.loads((Path(__file__).parents[1] / "data" / "config_refusals.json").read_text())
 CLASSES = {"KGPSConfig": KGPSConfig, "ExperimentalConfig": ExperimentalConfig}
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config import MAX_LOGIT_VARIANCE, SEE_PRESETS, KGPSConfig, is_integer, is_real, refusal
-from ._checks import as_delta_norms, as_observations
+from ._checks import as_delta_norms
 from ._draw import CandidatePass, draw
 from ._utility import expected_mixed_group_probability, mixed_group_probability
 from .kgps import KGPSSelector
@@ -328,10 +328,6 @@ class ExperimentalRule(SelectionRule):
             return score
         return np.where(self.solved_streak[indices] >= self.config.retire_after, 0.0, score)
 
-    def solved(self, indices: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
-        """Counts, for `retire_after`, each prompt's groups in a row with every rollout a success."""
-        self.solved_streak[indices] = np.where(s == k, self.solved_streak[indices] + 1, 0)
-
     def thompson_score(self, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         r"""The objective at one draw \\(\tilde\psi_i \sim \mathcal{N}(m_i, P_i)\\) per prompt, from `rng`."""
         m, P = self.beliefs.moments(indices)
@@ -352,8 +348,12 @@ class ExperimentalRule(SelectionRule):
             return draw(pool, self.thompson_score(pool, rng), batch_size, "top", rng)
         return draw(pool, self.score(pool), batch_size, config.selection, rng, config.selection_temperature)
 
-    def observed(self, trials: np.ndarray) -> None:
+    def observed(self, indices: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> None:
+        """Keeps the group size seen and, with `retire_after`, each prompt's groups in a row all successes."""
         self.group_size_seen = int(trials.max())
+        if self.config.retire_after:
+            solved = successes == trials
+            self.solved_streak[indices] = np.where(solved, self.solved_streak[indices] + 1, 0)
 
     def state_dict(self) -> dict[str, Any]:
         state = {**self.candidate_pass.state_dict(), "group_size_seen": self.group_size_seen}
@@ -423,12 +423,6 @@ class ExperimentalSelector(KGPSSelector):
             return ExperimentalSharedFilter(shared.factor.design, *arguments, cap=cap, by_group=by_group)
         config = self.config
         return PerPromptFilter(self.num_prompts, config.initial_variance, config.observation, config.shared_drift)
-
-    def update(self, indices, successes, trials) -> None:
-        """`KGPSSelector.update`, and with `retire_after` each observed prompt's groups in a row all successes."""
-        super().update(indices, successes, trials)
-        if self.config.retire_after:
-            self._rule.solved(*as_observations(indices, successes, trials, self.num_prompts))
 
     def process_noise(self, delta_norm) -> float:
         r"""

@@ -213,7 +213,7 @@ class KGPSSelector(FromPretrainedMixin):
             return
         nis = self._filter.initialize(idx, s, k)
         if nis is not None:
-            self._observed(nis, k)
+            self._observed(nis, idx, s, k)
         self._rule.changed(idx)
 
     def predict(self, delta_norm: float | ArrayLike) -> None:
@@ -271,16 +271,17 @@ class KGPSSelector(FromPretrainedMixin):
         if idx.size == 0:
             return
         nis = self._filter.update(idx, s, k)
-        self._observed(nis, k)
+        self._observed(nis, idx, s, k)
         self._rule.changed(idx)
 
-    def _observed(self, nis: np.ndarray, k: np.ndarray) -> None:
+    def _observed(self, nis: np.ndarray, idx: np.ndarray, s: np.ndarray, k: np.ndarray) -> None:
         r"""
         What an update of the filter tells the selector (`nis` of shape `(n,)`, each prompt's normalized innovation
-        squared; `k` its trials): `last_nis`, their mean, and with `process_noise_adaptation` \\(= \eta > 0\\) gamma's
-        calibration \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\), within `[1e-3, 1e3]` times
-        `config.gamma`: a batch more surprising than the beliefs predicted (NIS > 1) means the policy moved them more
-        than `Q` allowed, so `Q` grows; a less surprising one shrinks it.
+        squared; `idx`, `s`, `k` the prompts, their successes and trials): `last_nis`, their mean, and with
+        `process_noise_adaptation` \\(= \eta > 0\\) gamma's calibration
+        \\(\gamma \leftarrow \gamma\, e^{\eta (\mathrm{NIS} - 1)}\\), within `[1e-3, 1e3]` times `config.gamma`: a
+        batch more surprising than the beliefs predicted (NIS > 1) means the policy moved them more than `Q` allowed,
+        so `Q` grows; a less surprising one shrinks it. The rule hears of the observations last (`observed`).
         """
         self.last_nis = float(np.mean(nis))
         eta = self.config.process_noise_adaptation
@@ -293,7 +294,7 @@ class KGPSSelector(FromPretrainedMixin):
             else:
                 scale = self._gamma_scale * np.exp(step)
             self._gamma_scale = float(np.clip(scale, 1 / MAX_GAMMA_SCALE, MAX_GAMMA_SCALE))
-        self._rule.observed(k)
+        self._rule.observed(idx, s, k)
 
     def scores(self) -> np.ndarray:
         r"""

@@ -111,8 +111,9 @@ class SelectionRule:
             return random_candidates(self.num_prompts, count, excluded, rng)
         return np.setdiff1d(np.arange(self.num_prompts), excluded, assume_unique=True)
 
-    def observed(self, trials: np.ndarray) -> None:
-        """An update took observations of `trials` rollouts (`(n,)`, one count a prompt); KGPS's rule reads none."""
+    def observed(self, indices: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> None:
+        """An update observed `successes` in `trials` rollouts of the prompts `indices` (each `(n,)`); KGPS's rule
+        reads none of it."""
 
     def changed(self, indices: np.ndarray) -> None:
         """The beliefs of `indices` just changed: keeps the fast top-B's bounds valid for them."""
