@@ -277,6 +277,24 @@ def test_the_residual_prior_follows_how_far_prompts_spread_around_their_group(sp
     assert selector.last_nis == pytest.approx(1.0, abs=0.25)
 
 
+def _run(selector, rounds: int, batch_size: int, delta_norm: float):
+    """`rounds` rounds of select, predict and update, the outcomes Binomial(8, 0.3) from a seeded generator."""
+    rng = np.random.default_rng(0)
+    for _ in range(rounds):
+        batch = selector.select(batch_size)
+        selector.predict(delta_norm)
+        selector.update(batch, rng.binomial(8, 0.3, batch_size), np.full(batch_size, 8))
+
+
+def _through_state_file(selector, tmp_path):
+    """`selector` saved to a state file under `tmp_path` and loaded back as its own class."""
+    from trl_kgps.engine import state_file
+
+    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
+    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
+    return type(selector).from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
+
+
 @pytest.mark.parametrize(
     "features",
     [
@@ -287,17 +305,9 @@ def test_the_residual_prior_follows_how_far_prompts_spread_around_their_group(sp
     ids=["global", "categorical", "embedding"],
 )
 def test_a_shared_state_round_trips_through_the_state_file(tmp_path, features):
-    from trl_kgps.engine import state_file as state_file
-
     selector = KGPSSelector(30, KGPSConfig(), seed=2, features=features)
-    rng = np.random.default_rng(0)
-    for _ in range(6):
-        batch = selector.select(5)
-        selector.predict(0.1)
-        selector.update(batch, rng.binomial(8, 0.3, 5), np.full(5, 8))
-    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
-    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
-    restored = KGPSSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
+    _run(selector, rounds=6, batch_size=5, delta_norm=0.1)
+    restored = _through_state_file(selector, tmp_path)
     np.testing.assert_array_equal(restored.predicted_success(), selector.predicted_success())
     np.testing.assert_array_equal(restored.select(5), selector.select(5))
     assert restored.shared.design.kind == selector.shared.design.kind
@@ -448,19 +458,12 @@ def test_with_residual_cap_the_drift_widens_a_residual_up_to_the_prior_and_no_fu
     ids=["cap", "by_group", "both"],
 )
 def test_a_residual_variant_s_state_file_restores_its_filter_and_continues_bit_for_bit(fields, tmp_path):
-    from trl_kgps.engine import state_file
     from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
     config = ExperimentalConfig(**fields)
     selector = ExperimentalSelector(12, config, seed=3, features={"level": [0] * 6 + [1] * 6})
-    rng = np.random.default_rng(0)
-    for _ in range(8):
-        batch = selector.select(3)
-        selector.predict(1.0)
-        selector.update(batch, rng.binomial(8, 0.3, 3), np.full(3, 8))
-    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
-    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
-    restored = ExperimentalSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
+    _run(selector, rounds=8, batch_size=3, delta_norm=1.0)
+    restored = _through_state_file(selector, tmp_path)
     assert (restored._filter.cap, restored._filter.by_group) == (config.residual_cap, config.residual_prior_by_group)
     np.testing.assert_array_equal(restored._filter.group_extra, selector._filter.group_extra)
     if config.residual_prior_by_group:  # the levels' priors moved apart
@@ -480,7 +483,6 @@ def test_a_residual_variant_is_refused_where_it_cannot_apply(name):
 
 
 def test_retire_after_stops_drawing_a_prompt_solved_in_its_last_groups_and_its_state_file_keeps_the_count(tmp_path):
-    from trl_kgps.engine import state_file
     from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector
 
     selector = ExperimentalSelector(
@@ -495,9 +497,7 @@ def test_retire_after_stops_drawing_a_prompt_solved_in_its_last_groups_and_its_s
     assert 0 not in drawn and {1, 2, 3} <= set(drawn.tolist())
     assert 0 in selector.select(12)  # drawn last, once no other prompt is left
 
-    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
-    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
-    restored = ExperimentalSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
+    restored = _through_state_file(selector, tmp_path)
     np.testing.assert_array_equal(restored._rule.solved_streak, selector._rule.solved_streak)
     np.testing.assert_array_equal(restored.select(5), selector.select(5))
 
