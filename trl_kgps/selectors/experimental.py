@@ -235,13 +235,13 @@ class ExperimentalSharedFilter(SharedFilter):
         return self.initial_variance + self.group_extra[self.factor.design.row_of[indices]]
 
     def residual_variance(self, indices: np.ndarray) -> np.ndarray:
+        prior = self.prior_of(indices)
         if self.by_group:
-            unseen = ~self.seen[indices]
             variance = self.P[indices].astype(np.float64) + self.c
-            variance += (self.prior_of(indices) - self.initial_variance) * unseen
+            variance += (prior - self.initial_variance) * ~self.seen[indices]
         else:
             variance = super().residual_variance(indices)
-        return np.minimum(variance, self.prior_of(indices)) if self.cap else variance
+        return np.minimum(variance, prior) if self.cap else variance
 
     def moments(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         shared_mean, shared_variance = self.factor.moments(indices)
