@@ -46,7 +46,8 @@ What practitioners pick (`trl_kgps.selectors.practice`; `PRACTICE`): `gaussian` 
 (each distinct training prompt's successes in `PROFILE_SAMPLES` = 8 samples, drawn as Binomial(8, p) from its exact
 true success `p`, seeded by the run's seed: what 8 real rollouts give, in distribution), drops the prompts at 0/8 and
 8/8 and trains on the rest in TRL's order. Its profiling rollouts, 8 per distinct prompt, count in every per-rollout
-figure (`profiling_rollouts`, added to a run's rollouts from its first snapshot).
+figure (`profiling_rollouts`, added to a run's rollouts from its first snapshot). `offline_filter_redrawn` keeps the
+same prompts but draws `B` of them afresh every batch instead of walking them in epochs (`Redrawn`).
 
 The oracles draw the `B` prompts of a batch without replacement in proportion to the chance of a mixed group of `G`,
 `u = 1 - p^G - (1 - p)^G` (`trl_kgps.demo.simulator.oracle_batch`); none needs a warmup, and their truth costs no rollouts.
@@ -115,8 +116,10 @@ PRACTICE = ("gaussian", "insight", "offline_filter")
 PROFILE_SAMPLES, PROFILE_STREAM = 8, 8
 # The methods that profile the warm start so, before training: the filter, the one line starting from the profile,
 # and the one line on the rows the filter keeps (`FILTERED`).
-PROFILED = ("offline_filter", "one_line_profiled", "one_line_filtered")
+PROFILED = ("offline_filter", "one_line_profiled", "one_line_filtered", "offline_filter_redrawn")
 FILTERED = ("one_line_filtered",)
+# The filter's kept prompts drawn afresh every batch instead of walked (`Redrawn`): what its epochs are worth.
+REDRAWN = ("offline_filter_redrawn",)
 
 
 # Dynamic sampling (`realcpu.dynamic_sampling`) on the prompts of another method's selector.
@@ -166,7 +169,7 @@ AHEAD = {"kgps_ahead1": 1, "kgps_ahead4": 4, "kgps_ahead8": 8}
 OTHERS = (
     "kgps", "kgps_global", "kgps:embedding", "kgps_paper", "arcus", "oracle@25", "oracle@100", "oracle_level", "oracle_greedy",
     "ds", *DYNAMIC_SAMPLING, *RUN_LENGTH, *AT_FILTER_BUDGET, *DPS_RECIPES, *AHEAD, *ONE_LINE_CONFIGS, *PRACTICE,
-    *FILTERED,
+    *FILTERED, *REDRAWN,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
 ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_sizes", "oracle_wide")
@@ -313,6 +316,25 @@ def _rate_with_mixed_chance(u: np.ndarray, G: int) -> np.ndarray:
         below = 1 - mid**G - (1 - mid) ** G < u
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return (lo + hi) / 2
+
+
+class Redrawn(_BenchmarkSelector):
+    """
+    `B` distinct prompts of `allowed` (shape `(K,)`) drawn uniformly at random every batch, independently of the
+    batches before (the offline filter's kept prompts without its epochs: a prompt may come back the next batch, or
+    not for a long while). Learns nothing; predicts one half for every prompt.
+    """
+
+    def __init__(self, num_prompts: int, allowed: np.ndarray, seed: int):
+        self.num_prompts, self.allowed = num_prompts, np.asarray(allowed, dtype=np.int64)
+        self.rng = np.random.default_rng(seed)
+
+    def select(self, batch_size: int, exclude=None) -> np.ndarray:
+        free = self.allowed if exclude is None else self.allowed[~np.isin(self.allowed, np.asarray(exclude))]
+        return self.rng.choice(free, size=batch_size, replace=False)
+
+    def predicted_success(self, indices=None) -> np.ndarray:
+        return np.full(self.num_prompts if indices is None else len(indices), 0.5)
 
 
 class DynamicSampling(_BenchmarkSelector):
@@ -475,6 +497,9 @@ def build(method: str, setting, model, seed: int):
     if method == "offline_filter":
         rates = profiled_pass_rates(setting, model, seed)
         return OfflineFilterSelector(len(setting.train), rates, seed=seed), KGPSConfig()
+    if method in REDRAWN:
+        kept = OfflineFilterSelector(len(setting.train), profiled_pass_rates(setting, model, seed), seed=seed).kept
+        return Redrawn(len(setting.train), kept, seed), KGPSConfig()
     if method in PRACTICE:
         return method, KGPSConfig()
     raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")
