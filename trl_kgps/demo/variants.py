@@ -56,6 +56,7 @@ SHARED_ALTERNATIVES = {
     "group_residual": {"residual_prior_by_group": True},
     "group_residual_capped": {"residual_prior_by_group": True, "residual_cap": True},
     "retire_2": {"retire_after": 2},
+    "dealt": {"dealt": True},
 }
 
 

@@ -114,6 +114,15 @@ class ExperimentalConfig(KGPSConfig):
             "feature row (a level), each from its own prompts' first outcomes, instead of one for the pool.",
         },
     )
+    dealt: bool = field(
+        default=False,
+        metadata={
+            "help": "Deal each batch in proportion to the scores as a stride scheduler deals time, instead of drawing "
+            "it afresh: every round each prompt accrues its share of the batch, and the prompts holding the most are "
+            "chosen and pay one each. Under equal scores this is an epoch walk (every prompt once every N / B "
+            "rounds), as TRL's sampler and an offline filter walk their prompts.",
+        },
+    )
     retire_after: int = field(
         default=0,
         metadata={
@@ -159,7 +168,7 @@ class ExperimentalConfig(KGPSConfig):
             )
         if not (is_integer(self.retire_after) and self.retire_after >= 0):
             raise refusal("retire_after", self.retire_after, "be an integer >= 0", "use 0 (off) or a number of groups")
-        for name in ("residual_cap", "residual_prior_by_group"):
+        for name in ("residual_cap", "residual_prior_by_group", "dealt"):
             if not isinstance(getattr(self, name), bool):
                 raise refusal(name, getattr(self, name), "be True or False", "use True or False")
         if self.utility not in UTILITIES:
@@ -178,6 +187,12 @@ class ExperimentalConfig(KGPSConfig):
                 f"shared_variance {shared} (a factor shared across prompts) works with shared_drift=0, got "
                 f"shared_drift={self.shared_drift!r}: the shared factor already carries the pool's common drift. Set "
                 "shared_variance=0 for it."
+            )
+        if self.dealt and (self.selection != "sample" or self.candidates != 0):
+            raise ValueError(
+                f"dealt=True deals the whole pool in proportion to the scores, as selection='sample' with "
+                f"candidates=0 draws it; got selection={self.selection!r}, candidates={self.candidates!r}. Use those, "
+                "or dealt=False."
             )
         for name in ("residual_cap", "residual_prior_by_group"):
             if self.shared_variance == 0 and getattr(self, name):
@@ -198,6 +213,34 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
     if isinstance(config, ExperimentalConfig):
         return config
     return ExperimentalConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
+
+
+def deal(credit: np.ndarray, weight: np.ndarray, batch_size: int, excluded: np.ndarray) -> np.ndarray:
+    r"""
+    One round of a stride scheduler over `N` prompts: each accrues its share of the batch, \\(c_i \mathrel{+}=
+    \min(1, B w_i / \sum_j w_j)\\) (an equal share with no weight at all), the `batch_size` holding the most credit,
+    none of `excluded`, are chosen (ties in index order) and pay one each. Over any run of rounds a prompt is chosen
+    its accrued share to within one; with equal weights and distinct starting credits, every prompt exactly once every
+    `N / B` rounds, in the order of the starting credits, the same every epoch (an epoch walk).
+
+    Args:
+        credit (`np.ndarray` of shape `(N,)`, float64): each prompt's credit, updated in place.
+        weight (`np.ndarray` of shape `(N,)`): each prompt's weight in the draw, `>= 0`.
+        batch_size (`int`): `B`.
+        excluded (`np.ndarray` of int): prompts that may not be chosen this round (they accrue all the same).
+
+    Returns:
+        `np.ndarray` of shape `(B,)`, int64: the prompts chosen.
+    """
+    weight = np.asarray(weight, dtype=np.float64)
+    total = weight.sum()
+    share = weight / total if total > 0 else np.full(credit.size, 1.0 / credit.size)
+    credit += np.minimum(batch_size * share, 1.0)
+    key = credit.copy()
+    key[excluded] = -np.inf
+    chosen = np.argsort(-key, kind="stable")[:batch_size]
+    credit[chosen] -= 1.0
+    return chosen
 
 
 class ExperimentalSharedFilter(SharedFilter):
@@ -293,6 +336,7 @@ class ExperimentalRule(SelectionRule):
         self.candidate_pass = CandidatePass(num_prompts)
         self.group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
         self.solved_streak = np.zeros(num_prompts, dtype=np.int64)  # each prompt's last groups all successes (retire)
+        self.credit: np.ndarray | None = None  # each prompt's credit in the deal (`dealt`), drawn on the first round
 
     @property
     def points(self) -> int | None:
@@ -338,6 +382,8 @@ class ExperimentalRule(SelectionRule):
 
     def choose(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         config = self.config
+        if config.dealt:
+            return self.dealt(batch_size, excluded, rng)
         if config.candidates > 0 and config.candidate_pass:
             pool = self.candidate_pass.next(math.ceil(config.candidates * batch_size), excluded, rng)
         elif config.selection == "thompson":
@@ -348,6 +394,16 @@ class ExperimentalRule(SelectionRule):
             return draw(pool, self.thompson_score(pool, rng), batch_size, "top", rng)
         return draw(pool, self.score(pool), batch_size, config.selection, rng, config.selection_temperature)
 
+    def dealt(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """`deal` over the whole pool, each prompt weighed as `selection="sample"` draws it (its score to the power
+        `1 / T`, times its rows with `copies_weight="rows"`); the starting credits uniform in `[0, 1)` from `rng`."""
+        if self.credit is None:
+            self.credit = rng.random(self.num_prompts)
+        weight = self.scores().astype(np.float64) ** (1.0 / self.config.selection_temperature)
+        if self.row_weight is not None:
+            weight = weight * self.row_weight
+        return deal(self.credit, weight, batch_size, excluded)
+
     def observed(self, indices: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> None:
         """Keeps the group size seen and, with `retire_after`, each prompt's groups in a row all successes."""
         self.group_size_seen = int(trials.max())
@@ -357,7 +413,11 @@ class ExperimentalRule(SelectionRule):
 
     def state_dict(self) -> dict[str, Any]:
         state = {**self.candidate_pass.state_dict(), "group_size_seen": self.group_size_seen}
-        return {**state, "solved_streak": self.solved_streak.copy()} if self.config.retire_after else state
+        if self.config.retire_after:
+            state["solved_streak"] = self.solved_streak.copy()
+        if self.config.dealt and self.credit is not None:
+            state["deal_credit"] = self.credit.copy()
+        return state
 
     def restored(self, state: dict[str, Any], beliefs) -> "ExperimentalRule":
         """`SelectionRule.restored`, with the pass and the group size, both checked first."""
@@ -373,8 +433,16 @@ class ExperimentalRule(SelectionRule):
             raise ValueError(
                 f"state['solved_streak'] is not a count per prompt ({self.num_prompts}); it is corrupted."
             )
+        credit = state.get("deal_credit")
+        if credit is not None:
+            credit = np.asarray(credit)
+            if credit.shape != (self.num_prompts,) or credit.dtype.kind != "f" or not np.isfinite(credit).all():
+                raise ValueError(
+                    f"state['deal_credit'] is not a finite credit per prompt ({self.num_prompts}); it is corrupted."
+                )
         rule = super().restored(state, beliefs)
         rule.candidate_pass, rule.group_size_seen, rule.solved_streak = candidate_pass, group_size_seen, streak.copy()
+        rule.credit = None if credit is None else credit.astype(np.float64)
         return rule
 
 
