@@ -502,6 +502,26 @@ def test_retire_after_stops_drawing_a_prompt_solved_in_its_last_groups_and_its_s
     np.testing.assert_array_equal(restored.select(5), selector.select(5))
 
 
+def test_the_dealt_rule_deals_the_selectors_scores_and_its_state_file_continues_the_deal(tmp_path):
+    from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector, batch_shares
+
+    selector = ExperimentalSelector(
+        30, ExperimentalConfig(dealt=True), seed=0, features={"level": [0] * 15 + [1] * 15}
+    )
+    _run(selector, rounds=5, batch_size=4, delta_norm=0.1)
+    # the default's T = 1 with a column: each prompt accrues its share of the scores, the 4 holding most pay one each
+    credit = selector._rule.credit + batch_shares(selector.scores().astype(np.float64), 4)
+    batch = selector.select(4)
+    np.testing.assert_array_equal(batch, np.argsort(-credit, kind="stable")[:4])
+    credit[batch] -= 1.0
+    np.testing.assert_allclose(selector._rule.credit, credit)
+
+    restored = _through_state_file(selector, tmp_path)
+    np.testing.assert_array_equal(restored._rule.credit, selector._rule.credit)
+    for _ in range(3):
+        np.testing.assert_array_equal(restored.select(4), selector.select(4))
+
+
 @pytest.mark.parametrize("value", [-1, 1.5])
 def test_retire_after_is_refused_unless_a_count(value):
     from trl_kgps.selectors.experimental import ExperimentalConfig

@@ -217,30 +217,50 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
 
 def deal(credit: np.ndarray, weight: np.ndarray, batch_size: int, excluded: np.ndarray) -> np.ndarray:
     r"""
-    One round of a stride scheduler over `N` prompts: each accrues its share of the batch, \\(c_i \mathrel{+}=
-    \min(1, B w_i / \sum_j w_j)\\) (an equal share with no weight at all), the `batch_size` holding the most credit,
-    none of `excluded`, are chosen (ties in index order) and pay one each. Over any run of rounds a prompt is chosen
-    its accrued share to within one; with equal weights and distinct starting credits, every prompt exactly once every
-    `N / B` rounds, in the order of the starting credits, the same every epoch (an epoch walk).
+    One round of a stride scheduler over `N` prompts: each accrues its share of the batch, \(c_i \mathrel{+}= a_i\)
+    with \(a_i = \min(1, \lambda w_i)\) and \(\sum_i a_i = B\) (`batch_shares`), the `batch_size` holding the most
+    credit, none of `excluded`, are chosen (ties in index order) and pay one each, so the credits' sum never changes.
+    A prompt is chosen as often as it accrues, up to its credit, which stays within a few units; with equal weights
+    and distinct starting credits, every prompt exactly once every `N / B` rounds, in the order of the starting
+    credits, the same every epoch (an epoch walk).
 
     Args:
         credit (`np.ndarray` of shape `(N,)`, float64): each prompt's credit, updated in place.
         weight (`np.ndarray` of shape `(N,)`): each prompt's weight in the draw, `>= 0`.
-        batch_size (`int`): `B`.
+        batch_size (`int`): `B`, at most `N` minus the excluded.
         excluded (`np.ndarray` of int): prompts that may not be chosen this round (they accrue all the same).
 
     Returns:
         `np.ndarray` of shape `(B,)`, int64: the prompts chosen.
     """
-    weight = np.asarray(weight, dtype=np.float64)
-    total = weight.sum()
-    share = weight / total if total > 0 else np.full(credit.size, 1.0 / credit.size)
-    credit += np.minimum(batch_size * share, 1.0)
+    credit += batch_shares(np.asarray(weight, dtype=np.float64), batch_size)
     key = credit.copy()
     key[excluded] = -np.inf
     chosen = np.argsort(-key, kind="stable")[:batch_size]
     credit[chosen] -= 1.0
     return chosen
+
+
+def batch_shares(weight: np.ndarray, batch_size: int) -> np.ndarray:
+    r"""
+    Each prompt's share of a batch of `B`, \(a_i = \min(1, \lambda w_i)\) with \(\lambda\) such that
+    \(\sum_i a_i = B\) (no prompt can fill more than its one place in a batch); with fewer than `B` positive
+    weights, those take one each and the rest of the batch is shared equally by the others. Shape `(N,)`, float64.
+    """
+    N, positive = weight.size, weight > 0
+    if positive.sum() <= batch_size:
+        rest = (batch_size - positive.sum()) / max(N - positive.sum(), 1)
+        return np.where(positive, 1.0, rest)
+    share = batch_size * weight / weight.sum()
+    if share.max() <= 1.0:
+        return share
+    w = np.sort(weight)[::-1]
+    tail = np.cumsum(w[::-1])[::-1]  # tail[k] = sum of all but the k largest weights
+    for k in range(batch_size):  # the k largest take a whole place each; lambda shares the rest by weight
+        lam = (batch_size - k) / tail[k]
+        if lam * w[k] <= 1.0:
+            break
+    return np.minimum(1.0, lam * weight)
 
 
 class ExperimentalSharedFilter(SharedFilter):
