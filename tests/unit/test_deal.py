@@ -17,6 +17,14 @@ def test_equal_weights_deal_an_epoch_walk_in_the_order_of_the_starting_credits()
     assert rounds == [[1, 3], [4, 0], [5, 2]] * 2
 
 
+def test_the_prompt_due_soonest_is_dealt_not_the_one_holding_most():
+    # shares 0.001 / 2.001 and 1 / 2.001 (twice): after accruing, prompt 0 holds 0.9905 but is due in
+    # (1 - 0.9905) / 0.0005 = 19 rounds; prompt 2 holds 0.7998 and is due in a quarter of one
+    credit = np.array([0.99, 0.0, 0.3])
+    assert deal(credit, np.array([0.001, 1.0, 1.0]), 1, NONE).tolist() == [2]
+    np.testing.assert_allclose(credit, np.array([0.99, 0.0, 0.3 - 1.0]) + np.array([0.001, 1.0, 1.0]) / 2.001)
+
+
 def test_batch_shares_cap_a_prompt_at_one_place_and_share_the_rest_by_weight():
     # B = 2 of weights 8, 1, 1: 8 alone would take 1.6 places; it takes 1, the other two share the other place.
     np.testing.assert_allclose(batch_shares(np.array([8.0, 1.0, 1.0]), 2), [1.0, 0.5, 0.5])

@@ -509,10 +509,11 @@ def test_the_dealt_rule_deals_the_selectors_scores_and_its_state_file_continues_
         30, ExperimentalConfig(dealt=True), seed=0, features={"level": [0] * 15 + [1] * 15}
     )
     _run(selector, rounds=5, batch_size=4, delta_norm=0.1)
-    # the default's T = 1 with a column: each prompt accrues its share of the scores, the 4 holding most pay one each
-    credit = selector._rule.credit + batch_shares(selector.scores().astype(np.float64), 4)
+    # the default's T = 1 with a column: each prompt accrues its share of the scores, the 4 due soonest pay one each
+    share = batch_shares(selector.scores().astype(np.float64), 4)
+    credit = selector._rule.credit + share
     batch = selector.select(4)
-    np.testing.assert_array_equal(batch, np.argsort(-credit, kind="stable")[:4])
+    np.testing.assert_array_equal(batch, np.argsort((1 - credit) / share, kind="stable")[:4])
     credit[batch] -= 1.0
     np.testing.assert_allclose(selector._rule.credit, credit)
 

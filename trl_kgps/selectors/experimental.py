@@ -118,9 +118,10 @@ class ExperimentalConfig(KGPSConfig):
         default=False,
         metadata={
             "help": "Deal each batch in proportion to the scores as a stride scheduler deals time, instead of drawing "
-            "it afresh: every round each prompt accrues its share of the batch, and the prompts holding the most are "
-            "chosen and pay one each. Under equal scores this is an epoch walk (every prompt once every N / B "
-            "rounds), as TRL's sampler and an offline filter walk their prompts.",
+            "it afresh: every round each prompt accrues its share of the batch, and the prompts due soonest (whose "
+            "credit reaches a whole place first) are chosen and pay one each, so a prompt comes back at regular "
+            "intervals. Under equal scores this is an epoch walk (every prompt once every N / B rounds), as TRL's "
+            "sampler and an offline filter walk their prompts. Needs selection='sample' with candidates=0.",
         },
     )
     retire_after: int = field(
@@ -218,11 +219,13 @@ def experimental(config: KGPSConfig) -> ExperimentalConfig:
 def deal(credit: np.ndarray, weight: np.ndarray, batch_size: int, excluded: np.ndarray) -> np.ndarray:
     r"""
     One round of a stride scheduler over `N` prompts: each accrues its share of the batch, \(c_i \mathrel{+}= a_i\)
-    with \(a_i = \min(1, \lambda w_i)\) and \(\sum_i a_i = B\) (`batch_shares`), the `batch_size` holding the most
-    credit, none of `excluded`, are chosen (ties in index order) and pay one each, so the credits' sum never changes.
-    A prompt is chosen as often as it accrues, up to its credit, which stays within a few units; with equal weights
-    and distinct starting credits, every prompt exactly once every `N / B` rounds, in the order of the starting
-    credits, the same every epoch (an epoch walk).
+    with \(a_i = \min(1, \lambda w_i)\) and \(\sum_i a_i = B\) (`batch_shares`); the `batch_size` due soonest,
+    \((1 - c_i) / a_i\) rounds from now (earliest deadline first; ties in index order), none of `excluded`, are chosen
+    and pay one each, so the credits' sum never changes. A prompt is chosen as often as it accrues, up to its credit,
+    which stays within a few units, and at intervals of about \(1 / a_i\) rounds; from starting credits uniform in
+    `[0, 1)` its first turn falls uniformly within its first interval. With equal weights and distinct starting credits,
+    every prompt exactly once every `N / B` rounds, in the order of the starting credits, the same every epoch (an
+    epoch walk).
 
     Args:
         credit (`np.ndarray` of shape `(N,)`, float64): each prompt's credit, updated in place.
@@ -233,10 +236,12 @@ def deal(credit: np.ndarray, weight: np.ndarray, batch_size: int, excluded: np.n
     Returns:
         `np.ndarray` of shape `(B,)`, int64: the prompts chosen.
     """
-    credit += batch_shares(np.asarray(weight, dtype=np.float64), batch_size)
-    key = credit.copy()
-    key[excluded] = -np.inf
-    chosen = np.argsort(-key, kind="stable")[:batch_size]
+    share = batch_shares(np.asarray(weight, dtype=np.float64), batch_size)
+    credit += share
+    due = np.full(credit.size, np.finfo(np.float64).max)  # a prompt with no share comes last
+    np.divide(1.0 - credit, share, out=due, where=share > 0)
+    due[excluded] = np.inf
+    chosen = np.argsort(due, kind="stable")[:batch_size]
     credit[chosen] -= 1.0
     return chosen
 
