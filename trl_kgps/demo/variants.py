@@ -57,6 +57,7 @@ SHARED_ALTERNATIVES = {
     "group_residual_capped": {"residual_prior_by_group": True, "residual_cap": True},
     "retire_2": {"retire_after": 2},
     "dealt": {"dealt": True},
+    "dealt_sharp": {"dealt": True, "selection_temperature": 0.5},
 }
 
 
