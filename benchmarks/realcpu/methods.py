@@ -12,7 +12,7 @@ know what no real selector can:
   structure alone is worth);
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn; `oracle_dealt` the same weights dealt as a stride
   scheduler deals them (`trl_kgps.selectors.experimental.deal`: each prompt accrues its share every batch and is
-  chosen when it holds the most), so that a prompt comes back at regular intervals, as an epoch walk brings it back;
+  chosen when that credit comes due), so that a prompt comes back at regular intervals, as in an epoch walk;
 - `oracle_sizes`, `oracle_wide`: the per-prompt truth deciding how many rollouts each prompt gets, with the step's
   rollouts unchanged: `oracle_sizes` chooses `oracle`'s prompts and gives each a group of 0, 2, 4, 8 or 16, chosen
   greedily by what the rollouts add to its chance of a mixed group, one baseline over the group

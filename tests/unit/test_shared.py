@@ -505,12 +505,11 @@ def test_retire_after_stops_drawing_a_prompt_solved_in_its_last_groups_and_its_s
 def test_the_dealt_rule_deals_the_selectors_scores_and_its_state_file_continues_the_deal(tmp_path):
     from trl_kgps.selectors.experimental import ExperimentalConfig, ExperimentalSelector, batch_shares
 
-    selector = ExperimentalSelector(
-        30, ExperimentalConfig(dealt=True), seed=0, features={"level": [0] * 15 + [1] * 15}
-    )
+    config = ExperimentalConfig(dealt=True, selection_temperature=0.5)
+    selector = ExperimentalSelector(30, config, seed=0, features={"level": [0] * 15 + [1] * 15})
     _run(selector, rounds=5, batch_size=4, delta_norm=0.1)
-    # the default's T = 1 with a column: each prompt accrues its share of the scores, the 4 due soonest pay one each
-    share = batch_shares(selector.scores().astype(np.float64), 4)
+    # each prompt accrues its share of the squared scores (T = 1/2), the 4 due soonest pay one each
+    share = batch_shares(selector.scores().astype(np.float64) ** 2, 4)
     credit = selector._rule.credit + share
     batch = selector.select(4)
     np.testing.assert_array_equal(batch, np.argsort((1 - credit) / share, kind="stable")[:4])

@@ -223,9 +223,9 @@ def deal(credit: np.ndarray, weight: np.ndarray, batch_size: int, excluded: np.n
     \((1 - c_i) / a_i\) rounds from now (earliest deadline first; ties in index order), none of `excluded`, are chosen
     and pay one each, so the credits' sum never changes. A prompt is chosen as often as it accrues, up to its credit,
     which stays within a few units, and at intervals of about \(1 / a_i\) rounds; from starting credits uniform in
-    `[0, 1)` its first turn falls uniformly within its first interval. With equal weights and distinct starting credits,
-    every prompt exactly once every `N / B` rounds, in the order of the starting credits, the same every epoch (an
-    epoch walk).
+    `[0, 1)` its first turn falls uniformly within its first interval. With equal weights and distinct starting
+    credits, every prompt exactly once every `N / B` rounds, in the order of the starting credits, the same every
+    epoch (an epoch walk).
 
     Args:
         credit (`np.ndarray` of shape `(N,)`, float64): each prompt's credit, updated in place.
@@ -420,14 +420,15 @@ class ExperimentalRule(SelectionRule):
         return draw(pool, self.score(pool), batch_size, config.selection, rng, config.selection_temperature)
 
     def dealt(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """`deal` over the whole pool, each prompt weighed as `selection="sample"` draws it (its score to the power
-        `1 / T`, times its rows with `copies_weight="rows"`); the starting credits uniform in `[0, 1)` from `rng`."""
+        """`deal` over the whole pool, each prompt weighed as `selection="sample"` draws it (its score, times its rows'
+        weight with `copies_weight="rows"`, to the power `1 / T`); the starting credits uniform in `[0, 1)` from
+        `rng`."""
         if self.credit is None:
             self.credit = rng.random(self.num_prompts)
-        weight = self.scores().astype(np.float64) ** (1.0 / self.config.selection_temperature)
+        score = self.scores().astype(np.float64)
         if self.row_weight is not None:
-            weight = weight * self.row_weight
-        return deal(self.credit, weight, batch_size, excluded)
+            score = score * self.row_weight
+        return deal(self.credit, score ** (1.0 / self.config.selection_temperature), batch_size, excluded)
 
     def observed(self, indices: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> None:
         """Keeps the group size seen and, with `retire_after`, each prompt's groups in a row all successes."""
