@@ -436,12 +436,15 @@ def profiled_pass_rates(setting, model, seed: int) -> np.ndarray:
     return (solved / PROFILE_SAMPLES)[row_prompt]
 
 
+def kept_rows(setting, model, seed: int) -> np.ndarray:
+    """The training rows `offline_filter` keeps on its profile (`profiled_pass_rates` of `model`, the warm start, with
+    `seed`): neither 0/8 nor 8/8, by the library's own rule (`OfflineFilterSelector`). Shape `(K,)`, int64."""
+    return OfflineFilterSelector(len(setting.train), profiled_pass_rates(setting, model, seed), seed=seed).kept
+
+
 def filtered(setting, model, seed: int):
-    """`setting` with only the training rows `offline_filter` keeps on the same profile (`profiled_pass_rates` of
-    `model`, the warm start, with `seed`): neither 0/8 nor 8/8, by the library's own rule (`OfflineFilterSelector`)."""
-    rates = profiled_pass_rates(setting, model, seed)
-    kept = OfflineFilterSelector(len(setting.train), rates, seed=seed).kept
-    return dataclasses.replace(setting, train=setting.train.select(kept))
+    """`setting` with only the training rows `offline_filter` keeps on the same profile (`kept_rows`)."""
+    return dataclasses.replace(setting, train=setting.train.select(kept_rows(setting, model, seed)))
 
 
 def profiling_rollouts(method: str, setting) -> int:
@@ -506,8 +509,7 @@ def build(method: str, setting, model, seed: int):
         rates = profiled_pass_rates(setting, model, seed)
         return OfflineFilterSelector(len(setting.train), rates, seed=seed), KGPSConfig()
     if method in REDRAWN:
-        kept = OfflineFilterSelector(len(setting.train), profiled_pass_rates(setting, model, seed), seed=seed).kept
-        return Redrawn(len(setting.train), kept, seed), KGPSConfig()
+        return Redrawn(len(setting.train), kept_rows(setting, model, seed), seed), KGPSConfig()
     if method in PRACTICE:
         return method, KGPSConfig()
     raise ValueError(f"unknown method {method!r}: choose among {SUITE + OTHERS} or {sorted(VARIANTS)}.")

@@ -252,9 +252,10 @@ def batch_shares(weight: np.ndarray, batch_size: int) -> np.ndarray:
     \(\sum_i a_i = B\) (no prompt can fill more than its one place in a batch); with fewer than `B` positive
     weights, those take one each and the rest of the batch is shared equally by the others. Shape `(N,)`, float64.
     """
-    N, positive = weight.size, weight > 0
-    if positive.sum() <= batch_size:
-        rest = (batch_size - positive.sum()) / max(N - positive.sum(), 1)
+    positive = weight > 0
+    count = int(positive.sum())
+    if count <= batch_size:
+        rest = (batch_size - count) / max(weight.size - count, 1)
         return np.where(positive, 1.0, rest)
     share = batch_size * weight / weight.sum()
     if share.max() <= 1.0:
