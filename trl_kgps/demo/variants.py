@@ -58,6 +58,8 @@ SHARED_ALTERNATIVES = {
     "retire_2": {"retire_after": 2},
     "dealt": {"dealt": True},
     "dealt_sharp": {"dealt": True, "selection_temperature": 0.5},
+    "pass_4": {"candidates": 4.0, "candidate_pass": True},
+    "pass_4_sharp": {"candidates": 4.0, "candidate_pass": True, "selection_temperature": 0.5},
 }
 
 
