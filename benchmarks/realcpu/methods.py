@@ -13,6 +13,8 @@ know what no real selector can:
 - `oracle_greedy`: the per-prompt truth, ranked instead of drawn; `oracle_dealt` the same weights dealt as a stride
   scheduler deals them (`trl_kgps.selectors.experimental.deal`: each prompt accrues its share every batch and is
   chosen when that credit comes due), so that a prompt comes back at regular intervals, as in an epoch walk;
+  `oracle_cooldown` draws as `oracle` does but keeps each prompt out of the draw for a quarter of an epoch (`N / 4B`
+  batches) after it is drawn (`trl_kgps.selectors.experimental.Cooldown`), an epoch walk's spacing without its order;
 - `oracle_sizes`, `oracle_wide`: the per-prompt truth deciding how many rollouts each prompt gets, with the step's
   rollouts unchanged: `oracle_sizes` chooses `oracle`'s prompts and gives each a group of 0, 2, 4, 8 or 16, chosen
   greedily by what the rollouts add to its chance of a mixed group, one baseline over the group
@@ -67,7 +69,7 @@ from trl_kgps.adapters.dataset_columns import selector_for
 from trl_kgps.demo.simulator import oracle_batch
 from trl_kgps.demo.variants import VARIANTS, variant_config
 from trl_kgps.selectors import DPSSelector, OfflineFilterSelector
-from trl_kgps.selectors.experimental import ExperimentalConfig, deal
+from trl_kgps.selectors.experimental import Cooldown, ExperimentalConfig, deal
 
 
 # DPS with the authors' other settings (`dps` is their MATH recipe: decay 0.7, 32 candidates per selected prompt):
@@ -174,7 +176,9 @@ OTHERS = (
     *FILTERED, *REDRAWN,
 )  # fmt: skip
 # Each oracle takes a refresh period: `oracle@25`.
-ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_dealt", "oracle_sizes", "oracle_wide")
+ORACLES = ("oracle", "oracle_level", "oracle_greedy", "oracle_dealt", "oracle_cooldown", "oracle_sizes", "oracle_wide")
+# The share of an epoch `oracle_cooldown` keeps a prompt out of the draw after drawing it.
+ORACLE_COOLDOWN = 0.25
 # The oracle that trains half the prompts with groups twice as large (the step's rollouts stay the same).
 WIDE = {"oracle_wide": 2}
 BASELINE = "uniform"
@@ -238,6 +242,7 @@ class Oracle(_BenchmarkSelector):
     worth. `rule="proportional"` draws `B` distinct prompts in proportion to `u` (the training distribution of DAPO's
     dynamic sampling without its screening rollouts); `rule="greedy"` takes the `B` largest, ties in random order;
     `rule="dealt"` deals them in proportion to `u` (`deal`, from starting credits uniform in `[0, 1)`);
+    `rule="cooldown"` draws as `"proportional"` does, none drawn in the last `ORACLE_COOLDOWN * N / B` batches;
     `rule="sizes"` draws the `batch_size * UNIT / G` prompts the step's rollouts give (`batch_size` is counted in
     groups of `allocation.UNIT`) as `"proportional"` does, gives them group sizes (`allocation.group_sizes`) and
     returns each once per unit of its size.
@@ -253,9 +258,10 @@ class Oracle(_BenchmarkSelector):
         rule: str = "proportional",
         levels=None,
     ):
-        if refresh < 1 or rule not in ("proportional", "greedy", "dealt", "sizes"):
+        if refresh < 1 or rule not in ("proportional", "greedy", "dealt", "cooldown", "sizes"):
             raise ValueError(
-                f"Oracle(refresh={refresh}, rule={rule!r}): refresh >= 1, rule proportional, greedy, dealt or sizes."
+                f"Oracle(refresh={refresh}, rule={rule!r}): refresh >= 1, rule proportional, greedy, dealt, cooldown "
+                "or sizes."
             )
         self.num_prompts, self.truth, self.group_size, self.refresh, self.rule = (
             num_prompts, truth, group_size, refresh, rule
@@ -267,6 +273,7 @@ class Oracle(_BenchmarkSelector):
         self.selections = 0
         self.p = self._known = None
         self.credit = self.rng.random(num_prompts) if rule == "dealt" else None  # the deal's starting credits
+        self.cooldown = Cooldown(num_prompts, ORACLE_COOLDOWN) if rule == "cooldown" else None
 
     def select(self, batch_size: int, exclude=None) -> np.ndarray:
         if self.selections % self.refresh == 0:
@@ -284,6 +291,14 @@ class Oracle(_BenchmarkSelector):
             p, G = self.known_success(), self.group_size
             excluded = np.empty(0, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
             return deal(self.credit, 1 - p**G - (1 - p) ** G, batch_size, excluded)
+        if self.rule == "cooldown":
+            excluded = np.empty(0, dtype=np.int64) if exclude is None else np.unique(np.asarray(exclude, np.int64))
+            chosen = oracle_batch(
+                self.known_success(), self.group_size, batch_size, self.rng, False,
+                self.cooldown.excluded(batch_size, excluded),
+            )  # fmt: skip
+            self.cooldown.drawn(chosen)
+            return chosen
         return oracle_batch(
             self.known_success(), self.group_size, batch_size, self.rng, self.rule == "greedy", exclude
         )
@@ -496,7 +511,13 @@ def build(method: str, setting, model, seed: int):
     if name in ORACLES:
         truth = lambda: setting.true_success(model, setting.train)  # noqa: E731
         levels = setting.true_levels if name == "oracle_level" else None
-        rule = {"oracle_greedy": "greedy", "oracle_dealt": "dealt", "oracle_sizes": "sizes"}.get(name, "proportional")
+        rules = {
+            "oracle_greedy": "greedy",
+            "oracle_dealt": "dealt",
+            "oracle_cooldown": "cooldown",
+            "oracle_sizes": "sizes",
+        }
+        rule = rules.get(name, "proportional")
         return Oracle(len(setting.train), truth, G, int(refresh or 1), seed, rule, levels), KGPSConfig(warmup_epochs=0)
     if method in ("uniform", "mopps", "greso", "dps", "arcus"):
         return method, KGPSConfig()

@@ -60,6 +60,8 @@ SHARED_ALTERNATIVES = {
     "dealt_sharp": {"dealt": True, "selection_temperature": 0.5},
     "pass_4": {"candidates": 4.0, "candidate_pass": True},
     "pass_4_sharp": {"candidates": 4.0, "candidate_pass": True, "selection_temperature": 0.5},
+    "cooldown": {"cooldown": 0.25},
+    "cooldown_sharp": {"cooldown": 0.25, "selection_temperature": 0.5},
 }
 
 

@@ -124,6 +124,14 @@ class ExperimentalConfig(KGPSConfig):
             "sampler and an offline filter walk their prompts. Needs selection='sample' with candidates=0.",
         },
     )
+    cooldown: float = field(
+        default=0.0,
+        metadata={
+            "help": "Keep a prompt out of the draw for round(cooldown * N / B) rounds after it is drawn, so that a "
+            "prompt does not come back within a share of an epoch of its last draw (an epoch walk's spacing, without "
+            "its order). 0 is off; at most 0.5, so that at least half the pool stays in the draw.",
+        },
+    )
     retire_after: int = field(
         default=0,
         metadata={
@@ -167,6 +175,8 @@ class ExperimentalConfig(KGPSConfig):
                 f"be a finite number >= 0.0 and <= {MAX_LOGIT_VARIANCE:g}",
                 "use a non-negative logit variance per round, or None for the update-coupled Q",
             )
+        if not (is_real(self.cooldown) and 0 <= self.cooldown <= 0.5):
+            raise refusal("cooldown", self.cooldown, "be a number in [0, 0.5]", "use 0 (off) or a share such as 0.25")
         if not (is_integer(self.retire_after) and self.retire_after >= 0):
             raise refusal("retire_after", self.retire_after, "be an integer >= 0", "use 0 (off) or a number of groups")
         for name in ("residual_cap", "residual_prior_by_group", "dealt"):
@@ -269,6 +279,37 @@ def batch_shares(weight: np.ndarray, batch_size: int) -> np.ndarray:
     return np.minimum(1.0, lam * weight)
 
 
+class Cooldown:
+    r"""
+    Which of `N` prompts were drawn in the last \(c\) rounds, and so may not be drawn yet.
+
+    Args:
+        num_prompts (`int`): `N`.
+        share (`float`): \(c = \operatorname{round}(\text{share} \cdot N / B)\) rounds for batches of `B`.
+    """
+
+    def __init__(self, num_prompts: int, share: float):
+        self.share = share
+        self.round = 0  # rounds drawn so far
+        self.last = np.full(num_prompts, -(2**62), dtype=np.int64)  # the round each prompt was last drawn in
+
+    def excluded(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
+        """`excluded` (sorted, unique) and the prompts drawn in the last \(c\) rounds, the least recent let back
+        first if fewer than `batch_size` prompts would be left: sorted, unique, int64."""
+        N = self.last.size
+        rounds = round(self.share * N / batch_size)
+        cooling = np.flatnonzero(self.round - self.last <= rounds)
+        room = N - batch_size - excluded.size  # how many more prompts may be kept out
+        if cooling.size > max(room, 0):
+            cooling = cooling[np.argsort(-self.last[cooling], kind="stable")[: max(room, 0)]]
+        return np.union1d(excluded, cooling).astype(np.int64)
+
+    def drawn(self, chosen: np.ndarray) -> None:
+        """Marks `chosen` as drawn this round and starts the next."""
+        self.last[chosen] = self.round
+        self.round += 1
+
+
 class ExperimentalSharedFilter(SharedFilter):
     r"""
     `SharedFilter` with two variants. `by_group`: the residual prior learnt per group of prompts that share a feature
@@ -363,6 +404,7 @@ class ExperimentalRule(SelectionRule):
         self.group_size_seen = _DEFAULT_GROUP_SIZE  # k of the latest observation
         self.solved_streak = np.zeros(num_prompts, dtype=np.int64)  # each prompt's last groups all successes (retire)
         self.credit: np.ndarray | None = None  # each prompt's credit in the deal (`dealt`), drawn on the first round
+        self.cooldown = Cooldown(num_prompts, config.cooldown) if config.cooldown else None
 
     @property
     def points(self) -> int | None:
@@ -407,6 +449,13 @@ class ExperimentalRule(SelectionRule):
         return self.unless_retired(indices, mixed_group_probability(psi, self.group_size))
 
     def choose(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.cooldown is None:
+            return self._choose(batch_size, excluded, rng)
+        chosen = self._choose(batch_size, self.cooldown.excluded(batch_size, excluded), rng)
+        self.cooldown.drawn(chosen)
+        return chosen
+
+    def _choose(self, batch_size: int, excluded: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         config = self.config
         if config.dealt:
             return self.dealt(batch_size, excluded, rng)
@@ -444,6 +493,8 @@ class ExperimentalRule(SelectionRule):
             state["solved_streak"] = self.solved_streak.copy()
         if self.config.dealt and self.credit is not None:
             state["deal_credit"] = self.credit.copy()
+        if self.cooldown is not None:
+            state["cooldown_last"], state["cooldown_round"] = self.cooldown.last.copy(), self.cooldown.round
         return state
 
     def restored(self, state: dict[str, Any], beliefs) -> "ExperimentalRule":
@@ -470,6 +521,13 @@ class ExperimentalRule(SelectionRule):
         rule = super().restored(state, beliefs)
         rule.candidate_pass, rule.group_size_seen, rule.solved_streak = candidate_pass, group_size_seen, streak.copy()
         rule.credit = None if credit is None else credit.astype(np.float64)
+        if rule.cooldown is not None and "cooldown_last" in state:
+            last, round_ = np.asarray(state["cooldown_last"]), int(state["cooldown_round"])
+            if last.shape != (self.num_prompts,) or last.dtype.kind not in "iu" or (last >= round_).any():
+                raise ValueError(
+                    f"state['cooldown_last'] is not a past round per prompt ({self.num_prompts}); it is corrupted."
+                )
+            rule.cooldown.last, rule.cooldown.round = last.astype(np.int64), round_
         return rule
 
 
