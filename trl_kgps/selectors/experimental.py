@@ -294,7 +294,7 @@ class Cooldown:
         self.last = np.full(num_prompts, -(2**62), dtype=np.int64)  # the round each prompt was last drawn in
 
     def excluded(self, batch_size: int, excluded: np.ndarray) -> np.ndarray:
-        """`excluded` (sorted, unique) and the prompts drawn in the last \(c\) rounds, the least recent let back
+        r"""`excluded` (sorted, unique) and the prompts drawn in the last \(c\) rounds, the least recent let back
         first if fewer than `batch_size` prompts would be left: sorted, unique, int64."""
         N = self.last.size
         rounds = round(self.share * N / batch_size)
