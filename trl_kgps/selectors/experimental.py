@@ -36,9 +36,11 @@ class ExperimentalConfig(KGPSConfig):
     r"""
     `KGPSConfig` and, for the benchmarks, the variants measured and left out and the paper's ablations: a prompt scored
     by the chance that its group is mixed (`objective="mixed"`), candidates dealt from passes over the pool
-    (`candidate_pass`), the pool's mean surprise added to every prompt (`shared_drift`), the residuals' drift capped at
-    their prior (`residual_cap`) or their prior learnt per group (`residual_prior_by_group`), prompts solved in every
-    rollout of their last groups no longer drawn (`retire_after`), Thompson sampling
+    (`candidate_pass`), the batch dealt as a stride scheduler deals time (`dealt`), a prompt kept out of the draw for a
+    share of an epoch after it is drawn (`cooldown`), the pool's mean surprise added to every prompt (`shared_drift`),
+    the residuals' drift capped at their prior (`residual_cap`) or their prior learnt per group
+    (`residual_prior_by_group`), prompts solved in every rollout of their last groups no longer drawn (`retire_after`),
+    Thompson sampling
     (`selection="thompson"`); the ablations \\(Q = \gamma \lVert\Delta\theta\rVert^2\\) (`process_noise_power=2`), a
     fixed \\(Q\\) (`fixed_process_noise`) and the utility at the mean (`utility="point"`).
     `ExperimentalConfig.paper(utility="point")` is the paper's point-estimate ablation.
@@ -391,9 +393,10 @@ _DEFAULT_GROUP_SIZE = 8
 class ExperimentalRule(SelectionRule):
     r"""
     `SelectionRule` with the variants of `ExperimentalConfig` that choose otherwise: Thompson sampling, candidates
-    dealt from passes over the pool, the 'mixed' objective, the utility at the mean and the retirement of prompts
-    always solved (`retire_after`). For a plain `KGPSConfig` it chooses as `SelectionRule`, bit for bit. It keeps the
-    candidate pass, the group size last seen and, with `retire_after`, each prompt's groups in a row all solved.
+    dealt from passes over the pool, the dealt draw, the cooldown, the 'mixed' objective, the utility at the mean and
+    the retirement of prompts always solved (`retire_after`). For a plain `KGPSConfig` it chooses as `SelectionRule`,
+    bit for bit. It keeps the candidate pass, the group size last seen and, with `retire_after`, each prompt's groups
+    in a row all solved, with `dealt` each prompt's credit, with `cooldown` the round each prompt was last drawn in.
 
     Args: as `SelectionRule`'s; `config` an `ExperimentalConfig`.
     """
@@ -498,7 +501,8 @@ class ExperimentalRule(SelectionRule):
         return state
 
     def restored(self, state: dict[str, Any], beliefs) -> "ExperimentalRule":
-        """`SelectionRule.restored`, with the pass and the group size, both checked first."""
+        """`SelectionRule.restored`, with what this rule keeps (the pass, the group size, the streaks, the credits, the
+        cooldown), each checked first."""
         group_size_seen = int(state["group_size_seen"])
         if group_size_seen < 1:
             raise ValueError(
@@ -518,15 +522,17 @@ class ExperimentalRule(SelectionRule):
                 raise ValueError(
                     f"state['deal_credit'] is not a finite credit per prompt ({self.num_prompts}); it is corrupted."
                 )
-        rule = super().restored(state, beliefs)
-        rule.candidate_pass, rule.group_size_seen, rule.solved_streak = candidate_pass, group_size_seen, streak.copy()
-        rule.credit = None if credit is None else credit.astype(np.float64)
-        if rule.cooldown is not None and "cooldown_last" in state:
-            last, round_ = np.asarray(state["cooldown_last"]), int(state["cooldown_round"])
+        last = state.get("cooldown_last")
+        if last is not None:
+            last, round_ = np.asarray(last), int(state["cooldown_round"])
             if last.shape != (self.num_prompts,) or last.dtype.kind not in "iu" or (last >= round_).any():
                 raise ValueError(
                     f"state['cooldown_last'] is not a past round per prompt ({self.num_prompts}); it is corrupted."
                 )
+        rule = super().restored(state, beliefs)
+        rule.candidate_pass, rule.group_size_seen, rule.solved_streak = candidate_pass, group_size_seen, streak.copy()
+        rule.credit = None if credit is None else credit.astype(np.float64)
+        if rule.cooldown is not None and last is not None:
             rule.cooldown.last, rule.cooldown.round = last.astype(np.int64), round_
         return rule
 
