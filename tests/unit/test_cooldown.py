@@ -48,11 +48,17 @@ def test_a_selector_with_a_cooldown_never_draws_a_prompt_again_within_its_window
 
 
 def test_the_state_file_continues_the_cooldown(tmp_path):
-    from tests.unit.test_shared import _run, _through_state_file
+    from trl_kgps.engine import state_file
 
     selector = ExperimentalSelector(30, ExperimentalConfig(cooldown=0.5), seed=0, features={"level": [0, 1] * 15})
-    _run(selector, rounds=5, batch_size=4, delta_norm=0.1)
-    restored = _through_state_file(selector, tmp_path)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        batch = selector.select(4)
+        selector.predict(0.1)
+        selector.update(batch, rng.binomial(8, 0.3, 4), np.full(4, 8))
+    state_file.save(str(tmp_path / "state.npz"), *state_file.pack_selector(selector.state_dict()))
+    arrays, meta = state_file.load(str(tmp_path / "state.npz"))
+    restored = ExperimentalSelector.from_state_dict(state_file.unpack_selector(arrays, {"selector": meta}))
     np.testing.assert_array_equal(restored._rule.cooldown.last, selector._rule.cooldown.last)
     for _ in range(6):
         np.testing.assert_array_equal(restored.select(4), selector.select(4))
