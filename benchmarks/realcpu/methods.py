@@ -291,17 +291,15 @@ class Oracle(_BenchmarkSelector):
             p, G = self.known_success(), self.group_size
             excluded = np.empty(0, dtype=np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64)
             return deal(self.credit, 1 - p**G - (1 - p) ** G, batch_size, excluded)
-        if self.rule == "cooldown":
+        if self.cooldown is not None:  # the trainer's exclusions and the prompts still cooling down
             excluded = np.empty(0, dtype=np.int64) if exclude is None else np.unique(np.asarray(exclude, np.int64))
-            chosen = oracle_batch(
-                self.known_success(), self.group_size, batch_size, self.rng, False,
-                self.cooldown.excluded(batch_size, excluded),
-            )  # fmt: skip
-            self.cooldown.drawn(chosen)
-            return chosen
-        return oracle_batch(
+            exclude = self.cooldown.excluded(batch_size, excluded)
+        chosen = oracle_batch(
             self.known_success(), self.group_size, batch_size, self.rng, self.rule == "greedy", exclude
         )
+        if self.cooldown is not None:
+            self.cooldown.drawn(chosen)
+        return chosen
 
     def known_success(self) -> np.ndarray:
         """

@@ -301,9 +301,9 @@ class Cooldown:
         N = self.last.size
         rounds = round(self.share * N / batch_size)
         cooling = np.flatnonzero(self.round - self.last <= rounds)
-        room = N - batch_size - excluded.size  # how many more prompts may be kept out
-        if cooling.size > max(room, 0):
-            cooling = cooling[np.argsort(-self.last[cooling], kind="stable")[: max(room, 0)]]
+        room = max(N - batch_size - excluded.size, 0)  # how many more prompts may be kept out
+        if cooling.size > room:
+            cooling = cooling[np.argsort(-self.last[cooling], kind="stable")[:room]]
         return np.union1d(excluded, cooling).astype(np.int64)
 
     def drawn(self, chosen: np.ndarray) -> None:
